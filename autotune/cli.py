@@ -1,0 +1,351 @@
+"""The ``autotune`` command line (typer + rich).
+
+Holds no logic a library user would also need: it parses, calls the library, and turns every
+``AutotuneError`` into one line on stderr and exit code 2 (``NotFoundError``: exit code 1)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import AutotuneError, NotFoundError, SettingsError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Find the fastest correct config of a GPU kernel and keep it in a database.")
+db_app = typer.Typer(no_args_is_help=True, help="Database schema commands.")
+app.add_typer(db_app, name="db")
+
+out = Console()
+err = Console(stderr=True)
+
+_URL_PASSWORD = re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]+)(?P<post>@)")
+
+DbOption = Annotated[str | None, typer.Option("--db", help="Database URL or SQLite path [env: AUTOTUNE_DB]; "
+                                                          "default: the embedded SQLite file")]
+ShapesOption = Annotated[list[str] | None, typer.Option("--shape", help="e.g. M=4096,N=7168,K=2048 (repeatable)")]
+
+
+def mask_secrets(text: str) -> str:
+    """Mask any password inside a URL in a message (user:***@host)."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('pre')}***{m.group('post')}", str(text))
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {mask_secrets(message)}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def handles_errors(fn):
+    """Domain errors become one line and an exit code at the CLI edge."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except NotFoundError as exc:
+            _fail(str(exc), code=1)
+        except AutotuneError as exc:
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            _fail("interrupted; every finished trial is stored, run the same command to resume", code=130)
+
+    return wrapper
+
+
+def _store(db: str | None, *, readonly: bool = False, create: bool = False):
+    from .store import Store
+
+    store = Store(db, readonly=readonly)
+    if create:
+        current, head = store.schema_status()
+        if current is None and store.is_empty():
+            # A brand-new database is created in place; an existing, older one is never migrated here.
+            store.upgrade()
+            err.print(f"initialized a new autotune database at {store.masked_url}", highlight=False)
+    store.check_schema()
+    return store
+
+
+def _fmt_time(t: float | None) -> str:
+    if t is None:
+        return "-"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3f} ms"
+    return f"{t * 1e6:.2f} us"
+
+
+def _fmt_config(config: dict[str, Any] | None) -> str:
+    if not config:
+        return "-"
+    return ",".join(f"{k}={v}" for k, v in config.items())
+
+
+@app.command()
+@handles_errors
+def search(
+    file: Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL (see README)")],
+    shape: ShapesOption = None,
+    trials: Annotated[int | None, typer.Option(help="New evaluations per shape [env: AUTOTUNE_TRIALS; default 40]")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per shape (0 = none)")] = None,
+    sampler: Annotated[str | None, typer.Option(help="tpe (default), random, grid or exhaustive")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampler seed")] = None,
+    db: DbOption = None,
+    device: Annotated[str | None, typer.Option(help="cuda, cuda:N or cpu (default: cuda if present)")] = None,
+    num_tests: Annotated[int | None, typer.Option(help="Timed calls per measurement")] = None,
+    compile_timeout: Annotated[float | None, typer.Option(help="Seconds a config may take to compile")] = None,
+    run_timeout: Annotated[float | None, typer.Option(help="Seconds a config may take to check and time")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")] = None,
+) -> None:
+    """Search the fastest correct config of FILE's kernel for each shape; store every trial."""
+    from .settings import SearchSettings
+    from .tuner import Tuner, parse_shapes
+
+    settings = SearchSettings.from_options(trials=trials, timeout_s=timeout, sampler=sampler, seed=seed, device=device,
+                                           num_tests=num_tests, compile_timeout_s=compile_timeout,
+                                           run_timeout_s=run_timeout)
+    shapes = parse_shapes(shape)
+    if not file.is_file():
+        raise SettingsError(f"{file}: no such kernel file")
+    store = _store(db, create=True)
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.fields[best]}"), console=err, transient=False)
+    tasks: dict[str, Any] = {}
+
+    def on_event(ev) -> None:
+        from .shapes import format_shape
+
+        key = format_shape(ev.shape)
+        best = f"best {_fmt_time(ev.best.time_s)}" if ev.best else ""
+        progress.update(tasks[key], completed=ev.evaluations, total=ev.budget, best=best)
+
+    reports = []
+    with Tuner(str(file), store, settings, on_event=on_event) as tuner:
+        info = tuner.start()
+        resolved = tuner.resolve_shapes(shapes)
+        err.print(f"kernel {info.meta['name']} on {info.env['gpu_name']} ({info.device}); "
+                  f"{len(resolved)} shape(s); sampler {settings.sampler}; db {store.masked_url}", highlight=False)
+        with progress:
+            from .shapes import format_shape
+
+            for s in resolved:
+                key = format_shape(s)
+                tasks[key] = progress.add_task(key, total=settings.trials, best="")
+                report = tuner.search_shape(s)
+                progress.update(tasks[key], completed=report.evaluations, total=max(report.evaluations, 1))
+                reports.append(report)
+    _print_reports(reports, info.meta["name"])
+    if json_out is not None:
+        json_out.write_text(json.dumps([_report_dict(r) for r in reports], indent=2, default=str))
+
+
+def _report_dict(r) -> dict[str, Any]:
+    return {
+        "shape": r.shape, "study": r.study_name, "evaluations": r.evaluations, "reused": r.reused,
+        "invalid": r.invalid, "statuses": dict(r.statuses), "total_statuses": r.total_statuses,
+        "valid_configs": r.valid_configs, "exhaustive": r.exhaustive, "wall_s": r.wall_s,
+        "best": r.best.to_dict() if r.best else None, "default": r.default.to_dict() if r.default else None,
+        "speedup": r.speedup,
+    }
+
+
+def _print_reports(reports, kernel: str) -> None:
+    table = Table(title=f"{kernel}: best config per shape")
+    for col in ("shape", "best config", "time", "TFLOP/s", "vs default", "evals", "failures (this run)"):
+        table.add_column(col)
+    for r in reports:
+        fails = {k: v for k, v in r.statuses.items() if k != "ok"}
+        table.add_row(
+            r.shape_key,
+            _fmt_config(r.best.config) if r.best else "[red]none ok[/]",
+            _fmt_time(r.best.time_s) if r.best else "-",
+            f"{r.best.tflops:.3g}" if r.best and r.best.tflops else "-",
+            f"{r.speedup:.2f}x" if r.speedup else "-",
+            f"{r.evaluations} (+{r.reused} reused)",
+            ", ".join(f"{k}={v}" for k, v in sorted(fails.items())) or "none",
+        )
+    out.print(table)
+
+
+@app.command()
+@handles_errors
+def best(
+    kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. gemm_fp8")],
+    shape: Annotated[str | None, typer.Option(help="e.g. M=4096,N=7168,K=2048 (default: every tuned shape)")] = None,
+    device_name: Annotated[str | None, typer.Option(help="Device name as stored (default: any)")] = None,
+    db: DbOption = None,
+) -> None:
+    """Print the stored best config(s) of KERNEL as JSON (for scripts)."""
+    from .shapes import parse_shape
+
+    dims = parse_shape(shape) if shape else None
+    store = _store(db, readonly=True)
+    rows = [r for r in store.best(kernel, device_name=device_name) if dims is None or r.dims == dims]
+    if not rows:
+        where = f" for {shape}" if shape else ""
+        raise NotFoundError(f"no tuned config of {kernel!r}{where} in {store.masked_url}")
+    data = [
+        {"kernel": r.kernel_name, "shape": r.dims, "dtypes": r.dtypes, "device": r.device_name, "cc": r.cc,
+         "config": r.config, "time_s": r.time_s, "tflops": r.tflops, "torch": r.torch, "triton": r.triton,
+         "source_hash": r.source_hash, "space_hash": r.space_hash, "env_hash": r.env_hash,
+         "updated_at": str(r.updated_at)}
+        for r in rows
+    ]
+    typer.echo(json.dumps(data[0] if shape and len(data) == 1 else data, indent=2))
+
+
+@app.command()
+@handles_errors
+def show(db: DbOption = None) -> None:
+    """List kernels, shapes, devices and studies with trial counts."""
+    store = _store(db, readonly=True)
+    rows = store.summary()
+    table = Table(title=f"autotune database {store.masked_url}")
+    for col in ("kernel", "shape", "device", "study", "trials", "by status", "best time", "TFLOP/s"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            f"{r['kernel']} ({r['source_hash'][:8]})", r["shape"], r["device"], r["study_name"], str(r["trials"]),
+            ", ".join(f"{k}={v}" for k, v in sorted(r["counts"].items())), _fmt_time(r.get("best_time_s")),
+            f"{r['best_tflops']:.3g}" if r.get("best_tflops") else "-",
+        )
+    out.print(table)
+    if not rows:
+        out.print("nothing tuned yet: run `autotune search FILE`")
+
+
+@db_app.command("upgrade")
+@handles_errors
+def db_upgrade(db: DbOption = None) -> None:
+    """Create or migrate the autotune schema to this version (safe to run concurrently)."""
+    from .store import Store
+
+    store = Store(db)
+    before, after = store.upgrade()
+    if before == after:
+        out.print(f"{store.masked_url} is up to date (revision {after})", highlight=False)
+    else:
+        out.print(f"upgraded {store.masked_url} from {before or 'empty'} to {after}", highlight=False)
+
+
+@db_app.command("check")
+@handles_errors
+def db_check(db: DbOption = None) -> None:
+    """Exit 0 if the schema is current, else say what to run (exit 2)."""
+    store = _store(db, readonly=True)
+    current, head = store.schema_status()
+    out.print(f"{store.masked_url}: revision {current} (current)", highlight=False)
+
+
+@app.command()
+@handles_errors
+def check(
+    file: Annotated[Path, typer.Argument(help="Kernel file to check against the contract")],
+    shape: Annotated[str | None, typer.Option(help="Shape to run (default: the smallest default shape)")] = None,
+    device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda if present)")] = None,
+    time_it: Annotated[bool, typer.Option("--time/--no-time", help="Also time the default config by name")] = True,
+) -> None:
+    """Conformance check of a kernel file: declarations, space, inputs, default config vs reference, timing."""
+    from .conformance import check_kernel_file
+    from .shapes import parse_shape
+
+    results = check_kernel_file(file, device=device or "", shape=parse_shape(shape) if shape else None, time_it=time_it)
+    failed = 0
+    for r in results:
+        mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
+        failed += not r.ok
+        out.print(f"{mark} {r.name}: {r.detail}", highlight=False)
+    if failed:
+        _fail(f"{file}: {failed} conformance check(s) failed")
+
+
+@app.command()
+@handles_errors
+def space(
+    path: Annotated[Path, typer.Argument(help="A search_spaces/*.yaml file")],
+    facts: Annotated[str, typer.Option(help="Device facts: h200, h100 or cpu")] = "h200",
+    show_configs: Annotated[int, typer.Option("--list", help="Print the first N valid configs")] = 0,
+) -> None:
+    """Validate a search-space file and count its valid configs for a device."""
+    from .env import DEVICE_PRESETS, device_facts
+    from .space import Space
+
+    if facts == "cpu":
+        fact_values = device_facts("cpu")
+    elif facts in DEVICE_PRESETS:
+        fact_values = DEVICE_PRESETS[facts]
+    else:
+        raise SettingsError(f"unknown device facts {facts!r}: choose cpu or {', '.join(DEVICE_PRESETS)}")
+    sp = Space.from_yaml(path)
+    n = 0
+    for cfg in sp.enumerate(fact_values):
+        if n < show_configs:
+            out.print(_fmt_config(cfg), highlight=False)
+        n += 1
+    out.print(f"{sp.name}: {len(sp.params)} params, {sp.size_unconstrained()} combinations, {n} valid on {facts}; "
+              f"hash {sp.hash()[:16]}", highlight=False)
+
+
+@app.command()
+@handles_errors
+def bench(
+    file: Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL")],
+    shape: ShapesOption = None,
+    config: Annotated[str | None, typer.Option(help="Config as JSON (default: the kernel's default config)")] = None,
+    device: Annotated[str | None, typer.Option(help="cuda, cuda:N or cpu")] = None,
+    num_tests: Annotated[int, typer.Option(help="Timed calls per measurement")] = 30,
+) -> None:
+    """Time one config (default: the kernel's default) on each shape with the L2-flushed Kineto bench."""
+    from .tuner import parse_shapes
+    from .worker import Worker
+
+    shapes = parse_shapes(shape)
+    try:
+        cfg = json.loads(config) if config else None
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"--config is not valid JSON: {exc}") from None
+    if not file.is_file():
+        raise SettingsError(f"{file}: no such kernel file")
+    table = Table(title=f"{file.name}: Kineto device time, L2 flushed before each call")
+    for col in ("shape", "config", "status", "time", "TFLOP/s", "GB/s", "spread"):
+        table.add_column(col)
+    with Worker(str(file), device or "") as worker:
+        info = worker.start()
+        from .shapes import check_shape, format_shape
+        from .space import Space
+
+        sp = Space.from_dict(info.meta["space"])
+        cfg = sp.normalize(cfg) if cfg is not None else dict(info.meta["default_config"])
+        targets = [check_shape(s, info.meta["shape_params"]) for s in (shapes or info.meta["default_shapes"])]
+        for s in targets:
+            r = worker.evaluate(cfg, s, num_tests=num_tests)
+            table.add_row(format_shape(s), _fmt_config(cfg), r.status.value, _fmt_time(r.time_s),
+                          f"{r.tflops:.3g}" if r.tflops else "-", f"{r.gbps:.3g}" if r.gbps else "-",
+                          f"{r.spread:.1%}" if r.spread is not None else (r.error or "")[:60])
+    out.print(table)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except SystemExit:
+        raise
+    except Exception as exc:  # a bug, not a user error: still never print a password
+        err.print(f"[bold red]internal error:[/] {mask_secrets(f'{type(exc).__name__}: {exc}')}", highlight=False)
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""The kernel-file contract and loading a user's kernel file.
+
+A kernel file is a plain Python file that defines one module-level object named ``KERNEL`` which
+satisfies :class:`TunableKernel` (structurally; subclassing :class:`Kernel` gives sensible defaults).
+The orchestrator never imports kernel files: only the worker process does (see ``autotune.worker``).
+This module imports no torch at import time, so loading the contract is cheap and CUDA-free."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import KernelFileError, SpaceError
+from .shapes import Shape, check_shape
+
+#: attributes every kernel object must have (data) and methods it must implement
+REQUIRED_ATTRIBUTES = ("name", "kernel_names", "space", "default_config", "default_shapes", "shape_params")
+REQUIRED_METHODS = ("make_inputs", "compile", "reference", "flops")
+
+
+@runtime_checkable
+class TunableKernel(Protocol):
+    """What a kernel file declares, as the module-level object ``KERNEL``.
+
+    - ``name``: the kernel's stored name (``autotune best NAME``, ``best_config(NAME, ...)``).
+    - ``kernel_names``: substrings of the device-kernel names to time with ``bench_kineto``.
+    - ``space``: a search-space name (``search_spaces/<name>.yaml``), a path to a YAML file (relative to
+      the kernel file), or an inline mapping in the same format.
+    - ``default_config``: what runs when nothing is tuned; the baseline of every speedup.
+    - ``default_shapes``: shapes ``autotune search`` tunes when no ``--shape`` is given.
+    - ``shape_params``: the names of a shape's dimensions, in order (e.g. ``("M", "N", "K")``).
+    - ``dtypes``: element types, stored with the shape key (e.g. ``{"a": "float8_e4m3fn", "out": "bfloat16"}``).
+    - ``rtol`` / ``atol``: the tolerance of the correctness check against ``reference``.
+    """
+
+    name: str
+    kernel_names: Sequence[str]
+    space: str | Mapping[str, Any]
+    default_config: Mapping[str, Any]
+    default_shapes: Sequence[Mapping[str, int]]
+    shape_params: Sequence[str]
+    dtypes: Mapping[str, str]
+    rtol: float
+    atol: float
+
+    def make_inputs(self, shape: Shape, device: str) -> Any:
+        """Fresh random inputs for ``shape`` on ``device`` (never zeros: zeros hide wrong results)."""
+
+    def compile(self, config: Mapping[str, Any], inputs: Any) -> Callable[[], Any]:
+        """Compile ``config`` for these inputs and return a launcher that runs it once and returns the output.
+
+        Compilation happens here, not in the launcher, so compile time and failures are told apart from
+        launches, and a pool of processes can compile ahead (filling Triton's disk cache)."""
+
+    def reference(self, inputs: Any) -> Any:
+        """The correct output for ``inputs``."""
+
+    def flops(self, shape: Shape) -> float:
+        """Floating-point operations of one call (for TFLOP/s)."""
+
+    def bytes_moved(self, shape: Shape) -> float:
+        """Bytes read and written by one call (for GB/s)."""
+
+    def timed_kernels(self, config: Mapping[str, Any]) -> tuple[str, ...]:
+        """Kernel names launched by ``config`` (a split-K config may launch a reduction too)."""
+
+    def compare(self, out: Any, ref: Any) -> str | None:
+        """``None`` if ``out`` matches ``ref`` within tolerance, else a short description of the mismatch."""
+
+
+class Kernel:
+    """Convenience base class: subclass it and fill in the class attributes and methods."""
+
+    name: str = ""
+    kernel_names: Sequence[str] = ()
+    space: str | Mapping[str, Any] = ""
+    default_config: Mapping[str, Any] = {}
+    default_shapes: Sequence[Mapping[str, int]] = ()
+    shape_params: Sequence[str] = ()
+    dtypes: Mapping[str, str] = {}
+    rtol: float = 1e-2
+    atol: float = 1e-2
+
+    def make_inputs(self, shape: Shape, device: str) -> Any:  # pragma: no cover - must be overridden
+        raise NotImplementedError
+
+    def compile(self, config: Mapping[str, Any], inputs: Any) -> Callable[[], Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def reference(self, inputs: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def flops(self, shape: Shape) -> float:  # pragma: no cover
+        raise NotImplementedError
+
+    def bytes_moved(self, shape: Shape) -> float:
+        return 0.0
+
+    def timed_kernels(self, config: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(self.kernel_names)
+
+    def compare(self, out: Any, ref: Any) -> str | None:
+        return compare_tensors(out, ref, rtol=self.rtol, atol=self.atol)
+
+
+def compare_tensors(out: Any, ref: Any, rtol: float, atol: float) -> str | None:
+    """Default correctness check: same shape, finite, and close in float32."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return f"output is {type(out).__name__}, not a tensor"
+    if tuple(out.shape) != tuple(ref.shape):
+        return f"output shape {tuple(out.shape)} != reference shape {tuple(ref.shape)}"
+    o, r = out.detach().float().cpu(), ref.detach().float().cpu()
+    if not torch.isfinite(o).all():
+        return f"output has {int((~torch.isfinite(o)).sum())} non-finite values"
+    bad = ~torch.isclose(o, r, rtol=rtol, atol=atol)
+    if bad.any():
+        err = (o - r).abs()
+        return (
+            f"{int(bad.sum())}/{bad.numel()} elements off (max abs err {float(err.max()):.4g}, "
+            f"rtol={rtol}, atol={atol})"
+        )
+    return None
+
+
+@dataclass
+class LoadedKernel:
+    """A kernel file after loading: the object, where it came from, and its resolved search space."""
+
+    path: Path
+    kernel: TunableKernel
+    source_hash: str
+    space_def: dict[str, Any]
+    space_source: str
+    shape_params: tuple[str, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    def default_shapes(self) -> list[Shape]:
+        return [check_shape(s, self.shape_params, what=f"default shape {dict(s)}") for s in self.kernel.default_shapes]
+
+    def dtypes(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (getattr(self.kernel, "dtypes", None) or {}).items()}
+
+    def timed_kernels(self, config: Mapping[str, Any]) -> tuple[str, ...]:
+        fn = getattr(self.kernel, "timed_kernels", None)
+        names = fn(config) if callable(fn) else self.kernel.kernel_names
+        return (names,) if isinstance(names, str) else tuple(names)
+
+    def compare(self, out: Any, ref: Any) -> str | None:
+        fn = getattr(self.kernel, "compare", None)
+        if callable(fn):
+            return fn(out, ref)
+        return compare_tensors(out, ref, getattr(self.kernel, "rtol", 1e-2), getattr(self.kernel, "atol", 1e-2))
+
+    def bytes_moved(self, shape: Shape) -> float:
+        fn = getattr(self.kernel, "bytes_moved", None)
+        return float(fn(shape)) if callable(fn) else 0.0
+
+    def meta(self) -> dict[str, Any]:
+        """What the orchestrator needs to know about the kernel, as plain data (sent by the worker)."""
+        return {
+            "name": self.kernel.name,
+            "path": str(self.path),
+            "source_hash": self.source_hash,
+            "space": self.space_def,
+            "space_source": self.space_source,
+            "default_config": dict(self.kernel.default_config),
+            "default_shapes": self.default_shapes(),
+            "shape_params": list(self.shape_params),
+            "dtypes": self.dtypes(),
+        }
+
+
+def source_hash(path: str | os.PathLike[str]) -> str:
+    """sha256 of a kernel file's bytes: part of every stored key, so an edit invalidates old results."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _import_file(path: Path):
+    module_name = f"autotune_kernel_{hashlib.sha1(str(path).encode()).hexdigest()[:12]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise KernelFileError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before exec so dataclasses / pickling inside the file can find their module.
+    sys.modules[module_name] = module
+    # A kernel file next to its helpers may import them.
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
+        raise KernelFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = next((f"{path}:{f.lineno}" for f in reversed(tb) if Path(f.filename) == path), str(path))
+        raise KernelFileError(f"{where}: importing the kernel file failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        try:
+            sys.path.remove(str(path.parent))
+        except ValueError:
+            pass
+    return module
+
+
+def spaces_search_path(kernel_path: Path) -> list[Path]:
+    """Where a space named by a kernel file is looked for, in order."""
+    dirs = []
+    if os.environ.get("AUTOTUNE_SPACES_DIR"):
+        dirs.append(Path(os.environ["AUTOTUNE_SPACES_DIR"]))
+    dirs += [kernel_path.parent / "search_spaces", kernel_path.parent.parent / "search_spaces", Path.cwd() / "search_spaces"]
+    return dirs
+
+
+def resolve_space(kernel_path: Path, space: Any) -> tuple[dict[str, Any], str]:
+    """Turn a kernel's ``space`` declaration into (definition mapping, where it came from)."""
+    from .space import load_space_dict
+
+    if isinstance(space, Mapping):
+        return dict(space), f"{kernel_path} (inline)"
+    if not isinstance(space, str | os.PathLike) or not str(space):
+        raise KernelFileError(f"{kernel_path}: KERNEL.space must be a space name, a YAML path or a mapping")
+    text = str(space)
+    if text.endswith((".yaml", ".yml")) or os.sep in text:
+        candidate = (kernel_path.parent / text) if not os.path.isabs(text) else Path(text)
+        candidates = [candidate]
+    else:
+        candidates = [d / f"{text}.yaml" for d in spaces_search_path(kernel_path)]
+    for c in candidates:
+        if c.is_file():
+            try:
+                return load_space_dict(c), str(c)
+            except SpaceError:
+                raise
+    looked = ", ".join(str(c) for c in candidates)
+    raise KernelFileError(f"{kernel_path}: search space {text!r} not found (looked in {looked})")
+
+
+def load_kernel_file(path: str | os.PathLike[str]) -> LoadedKernel:
+    """Import a kernel file by path and check it declares the contract. One clear error naming the file."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise KernelFileError(f"{p}: no such kernel file")
+    if not p.is_file():
+        raise KernelFileError(f"{p}: not a file")
+    p = p.resolve()
+    module = _import_file(p)
+    kernel = getattr(module, "KERNEL", None)
+    if kernel is None:
+        raise KernelFileError(f"{p}: declares no KERNEL object (see the README's kernel-file contract)")
+    missing = [a for a in REQUIRED_ATTRIBUTES if not hasattr(kernel, a)]
+    missing += [m for m in REQUIRED_METHODS if not callable(getattr(kernel, m, None))]
+    if missing:
+        raise KernelFileError(f"{p}: KERNEL lacks {', '.join(missing)}")
+    if not isinstance(kernel.name, str) or not kernel.name.strip():
+        raise KernelFileError(f"{p}: KERNEL.name must be a non-empty string")
+    names = kernel.kernel_names
+    if isinstance(names, str):
+        names = (names,)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise KernelFileError(f"{p}: KERNEL.kernel_names must name at least one kernel to time")
+    shape_params = tuple(str(s) for s in kernel.shape_params)
+    if not shape_params:
+        raise KernelFileError(f"{p}: KERNEL.shape_params must name the shape's dimensions")
+    space_def, space_source = resolve_space(p, kernel.space)
+    loaded = LoadedKernel(
+        path=p,
+        kernel=kernel,
+        source_hash=source_hash(p),
+        space_def=space_def,
+        space_source=space_source,
+        shape_params=shape_params,
+    )
+    try:
+        loaded.default_shapes()
+    except Exception as exc:
+        raise KernelFileError(f"{p}: bad default_shapes: {exc}") from None
+    return loaded

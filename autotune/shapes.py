@@ -1,0 +1,72 @@
+"""Shapes: named integer problem sizes such as ``M=4096,N=7168,K=2048``.
+
+Kept free of torch so that the runtime lookup path and the orchestrator can use it cheaply."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+from .errors import ShapeError
+
+Shape = dict[str, int]
+
+_ITEM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([0-9]+)\s*$")
+
+
+def parse_shape(text: str, params: Sequence[str] | None = None) -> Shape:
+    """Parse ``"M=64,N=2112,K=7168"`` (also ``x``-free, whitespace-tolerant) into a dict.
+
+    With ``params`` the names must be exactly the kernel's shape parameters, and the result is in
+    that order."""
+    if not isinstance(text, str) or not text.strip():
+        raise ShapeError(f"empty shape {text!r}: expected e.g. M=4096,N=7168,K=2048")
+    shape: Shape = {}
+    for item in text.split(","):
+        m = _ITEM.match(item)
+        if not m:
+            raise ShapeError(f"bad shape {text!r}: {item.strip()!r} is not NAME=POSITIVE_INT")
+        name, value = m.group(1), int(m.group(2))
+        if name in shape:
+            raise ShapeError(f"bad shape {text!r}: {name} given twice")
+        shape[name] = value
+    return check_shape(shape, params, what=repr(text))
+
+
+def check_shape(shape: Mapping[str, object], params: Sequence[str] | None = None, what: str = "") -> Shape:
+    """Validate a shape mapping: positive ints, and exactly ``params`` when given (returned in that order)."""
+    label = what or ",".join(f"{k}={v}" for k, v in shape.items())
+    out: Shape = {}
+    for name, value in shape.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ShapeError(f"bad shape {label}: {name}={value!r} is not an integer")
+        if value <= 0:
+            raise ShapeError(f"bad shape {label}: {name}={value} must be positive")
+        out[str(name)] = int(value)
+    if params is not None:
+        missing = [p for p in params if p not in out]
+        extra = [n for n in out if n not in params]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append("missing " + ", ".join(missing))
+            if extra:
+                parts.append("unknown " + ", ".join(extra))
+            raise ShapeError(f"bad shape {label}: {'; '.join(parts)} (this kernel's shape is {','.join(params)})")
+        out = {p: out[p] for p in params}
+    return out
+
+
+def format_shape(shape: Mapping[str, int]) -> str:
+    """Canonical key as stored in the database: the kernel's parameter order, ``M=64,N=2112,K=7168``."""
+    return ",".join(f"{k}={int(v)}" for k, v in shape.items())
+
+
+def shape_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
+    """Distance between two shapes in log2 space (a shape twice as large in one dim is 1 away).
+
+    Shapes with different parameter names are infinitely far apart."""
+    if set(a) != set(b):
+        return math.inf
+    return math.sqrt(sum((math.log2(a[k]) - math.log2(b[k])) ** 2 for k in a))

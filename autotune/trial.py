@@ -1,0 +1,74 @@
+"""What one evaluated candidate produced: a status and, when it ran, its timing.
+
+Shared as plain data between the worker (which produces it), the tuner and the store (which keep it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class TrialStatus(str, Enum):
+    OK = "ok"
+    INVALID = "invalid"  # rejected by a constraint; never compiled
+    COMPILE_FAILED = "compile_failed"
+    LAUNCH_FAILED = "launch_failed"
+    WRONG_RESULT = "wrong_result"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: statuses that say something about the config itself (a retry would fail again), so they are reused.
+#: TIMEOUT and CRASHED are also kept: a config that hung or killed the process once is not retried.
+FINAL_STATUSES = frozenset(TrialStatus)
+
+
+def canonical_config(config: Mapping[str, Any]) -> str:
+    """Stable JSON text of a config (sorted keys): the identity used for dedupe."""
+    return json.dumps(dict(config), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_config(config).encode()).hexdigest()[:32]
+
+
+@dataclass
+class TrialResult:
+    """The outcome of evaluating one config on one shape."""
+
+    status: TrialStatus
+    config: dict[str, Any]
+    #: per-call device time in seconds (sum over the timed kernels of per-launch median x launches/call)
+    time_s: float | None = None
+    mean_s: float | None = None
+    min_s: float | None = None
+    #: relative spread of the per-launch times: (p90 - p10) / median
+    spread: float | None = None
+    launches: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    compile_s: float | None = None
+    error: str | None = None
+    worker: str | None = None
+    hostname: str | None = None
+    #: False when the timing is a placeholder (AUTOTUNE_USE_NVIDIA_TOOLS): never stored as a best
+    measured: bool = True
+    kernels: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrialResult:
+        d = dict(d)
+        d["status"] = TrialStatus(d["status"])
+        return cls(**d)
