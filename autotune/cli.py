@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -24,8 +25,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 db_app = typer.Typer(no_args_is_help=True, help="Database schema commands.")
 app.add_typer(db_app, name="db")
 
-out = Console()
-err = Console(stderr=True)
+# Wide when piped (logs, CI): rich would otherwise squeeze tables into 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 _URL_PASSWORD = re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]+)(?P<post>@)")
 
@@ -66,9 +68,10 @@ def _store(db: str | None, *, readonly: bool = False, create: bool = False):
 
     store = Store(db, readonly=readonly)
     if create:
-        current, head = store.schema_status()
-        if current is None and store.is_empty():
-            # A brand-new database is created in place; an existing, older one is never migrated here.
+        current, _ = store.schema_status()
+        if current is None:
+            # A database without our schema is created in place (under the migration lock); one with an
+            # older schema is never migrated implicitly: check_schema says to run `autotune db upgrade`.
             store.upgrade()
             err.print(f"initialized a new autotune database at {store.masked_url}", highlight=False)
     store.check_schema()
@@ -115,30 +118,37 @@ def search(
     shapes = parse_shapes(shape)
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
-    store = _store(db, create=True)
+    from .store import Store
+
+    # Fail fast on an unreachable, outdated or newer database before the worker starts, read-only: nothing
+    # is written until every input has been checked (a new SQLite file is created only then).
+    store = Store(db, readonly=True)
+    if not (store.sqlite_path and not os.path.exists(store.sqlite_path)):
+        current, _ = store.schema_status()
+        if current is not None:
+            store.check_schema()
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .shapes import format_shape
 
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[best]}"), console=err, transient=False)
     tasks: dict[str, Any] = {}
 
     def on_event(ev) -> None:
-        from .shapes import format_shape
-
-        key = format_shape(ev.shape)
         best = f"best {_fmt_time(ev.best.time_s)}" if ev.best else ""
-        progress.update(tasks[key], completed=ev.evaluations, total=ev.budget, best=best)
+        progress.update(tasks[format_shape(ev.shape)], completed=ev.evaluations, total=ev.budget, best=best)
 
     reports = []
-    with Tuner(str(file), store, settings, on_event=on_event) as tuner:
+    with Tuner(str(file), None, settings, on_event=on_event) as tuner:
         info = tuner.start()
         resolved = tuner.resolve_shapes(shapes)
+        # Everything the user gave is valid: only now is the database written to.
+        tuner.store = _store(db, create=True)
         err.print(f"kernel {info.meta['name']} on {info.env['gpu_name']} ({info.device}); "
                   f"{len(resolved)} shape(s); sampler {settings.sampler}; db {store.masked_url}", highlight=False)
         with progress:
-            from .shapes import format_shape
-
             for s in resolved:
                 key = format_shape(s)
                 tasks[key] = progress.add_task(key, total=settings.trials, best="")

@@ -83,11 +83,11 @@ def _make_sampler(name: str, seed: int | None) -> Any:
     return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=8)
 
 
-def _suggest(trial: Any, space: Space) -> dict[str, Any]:
+def _suggest(trial: Any, space: Space, facts: dict[str, int]) -> dict[str, Any]:
     """Define-by-run: conditional parameters are asked only when their condition holds."""
     config: dict[str, Any] = {}
     for p in space.params:
-        if p.active(config):
+        if p.active(config, facts):
             config[p.name] = trial.suggest_categorical(p.name, list(p.choices))
     return config
 
@@ -175,7 +175,7 @@ class Tuner:
         stale = 0
         while report.evaluations < report.budget and time.monotonic() < deadline:
             trial = study.ask()
-            config = _suggest(trial, space)
+            config = _suggest(trial, space, facts)
             problems = space.check(config, facts)
             if problems:
                 res = TrialResult(TrialStatus.INVALID, config, error="; ".join(problems))
@@ -232,6 +232,7 @@ class Tuner:
             if res.status is TrialStatus.INVALID:
                 report.invalid += 1
         trial.set_user_attr("autotune_status", res.status.value)
+        trial.set_user_attr("autotune_reused", reused)
         trial.set_user_attr("config", canonical_config(res.config))
         if res.status is TrialStatus.OK and res.time_s is not None and res.measured:
             study.tell(trial, res.time_s)

@@ -1,0 +1,219 @@
+"""`autotune search` end to end on the CPU: real worker processes, real Optuna studies, real databases."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune import lookup
+from autotune.store import Store
+from autotune.trial import TrialStatus, config_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+MATMUL = str(ROOT / "examples" / "matmul_cpu.py")
+FAULTY = str(ROOT / "tests" / "kernels" / "faulty.py")
+SMALL = "M=64,N=64,K=64"
+
+
+def autotune(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **(env or {})}, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"autotune {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def only_key(store: Store):
+    rows = store.summary()
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def key_trials(store: Store, study_name: str):
+    row = next(r for r in store.summary() if r["study_name"] == study_name)
+    return store.trials(row["key_id"]) if "key_id" in row else None
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request):
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+
+
+def _all_trials(url: str):
+    store = Store(url)
+    out = []
+    for r in store.summary():
+        out += store.trials(r["key_id"])
+    return store, out
+
+
+def test_search_store_best_and_lookup(url):
+    autotune("search", MATMUL, "--device", "cpu", "--shape", SMALL, "--trials", "5", "--num-tests", "3",
+             "--seed", "0", "--db", url)
+    store, trials = _all_trials(url)
+    ok = [t for t in trials if t.status is TrialStatus.OK]
+    measured = [t for t in trials if t.status is not TrialStatus.INVALID]
+    assert len(measured) == 5 and ok
+    best_time = min(t.time_s for t in ok)
+    # the default config is always evaluated (the speedup baseline)
+    assert any(t.config == {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "ORDER": "mn"} for t in measured)
+
+    shown = json.loads(autotune("best", "matmul_cpu", "--shape", "K=64,N=64,M=64", "--db", url).stdout)
+    assert shown["time_s"] == pytest.approx(best_time)
+    assert shown["config"] == next(t.config for t in ok if t.time_s == best_time)
+
+    lookup.clear_cache()
+    assert lookup.best_config("matmul_cpu", M=64, N=64, K=64, db=url, device="cpu") == shown["config"]
+    # a shape never tuned falls back to the nearest tuned one
+    assert lookup.best_config("matmul_cpu", M=80, N=64, K=64, db=url, device="cpu") == shown["config"]
+
+    show = autotune("show", "--db", url).stdout
+    assert "matmul_cpu" in show and "M=64,N=64,K=64" in show
+
+
+def test_resume_measures_nothing_twice(sqlite_url):
+    common = ["search", MATMUL, "--device", "cpu", "--shape", SMALL, "--num-tests", "3", "--db", sqlite_url]
+    autotune(*common, "--trials", "4", "--seed", "1")
+    autotune(*common, "--trials", "4", "--seed", "2")
+    store, trials = _all_trials(sqlite_url)
+    measured = [t for t in trials if t.status is not TrialStatus.INVALID]
+    assert len(measured) == 8
+    hashes = [config_hash(t.config) for t in measured]
+    assert len(set(hashes)) == len(hashes), "a config was measured twice"
+    # one study, resumed: Optuna holds the trials of both runs
+    import optuna
+
+    study = optuna.load_study(study_name=only_key(store)["study_name"], storage=sqlite_url)
+    assert len(study.trials) >= 8
+
+
+def test_failures_are_statuses_and_known_failures_are_not_retried(sqlite_url):
+    args = ["search", FAULTY, "--device", "cpu", "--num-tests", "3", "--db", sqlite_url, "--trials", "20",
+            "--compile-timeout", "5", "--run-timeout", "15"]
+    first = autotune(*args)
+    store, trials = _all_trials(sqlite_url)
+    by_mode = {t.config["MODE"]: t.status for t in trials}
+    assert by_mode == {
+        "ok": TrialStatus.OK, "slow": TrialStatus.OK, "compile_error": TrialStatus.COMPILE_FAILED,
+        "launch_error": TrialStatus.LAUNCH_FAILED, "wrong": TrialStatus.WRONG_RESULT, "exit": TrialStatus.CRASHED,
+        "segfault": TrialStatus.CRASHED, "hang_compile": TrialStatus.TIMEOUT, "hang_run": TrialStatus.TIMEOUT,
+    }
+    best = store.best("faulty")
+    assert len(best) == 1 and best[0].config == {"MODE": "ok"}
+    assert "crashed=2" in first.stdout and "timeout=2" in first.stdout
+    # a second search reuses every stored result: nothing is compiled or timed again
+    autotune(*args)
+    _, again = _all_trials(sqlite_url)
+    assert len(again) == len(trials)
+
+
+def test_two_processes_join_one_postgres_study(pg_url):
+    pytest.importorskip("psycopg")
+    # create the schema first: concurrent searches never migrate
+    autotune("db", "upgrade", "--db", pg_url)
+    common = ["search", MATMUL, "--device", "cpu", "--shape", SMALL, "--num-tests", "3", "--db", pg_url,
+              "--sampler", "random", "--trials", "4"]
+    procs = [subprocess.Popen([sys.executable, "-m", "autotune", *common, "--seed", str(s)], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in (11, 12)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    store, trials = _all_trials(pg_url)
+    key = only_key(store)
+    import optuna
+
+    study = optuna.load_study(study_name=key["study_name"], storage=pg_url)
+    numbers = [t.number for t in study.trials]
+    assert len(numbers) == len(set(numbers)), "duplicate Optuna trial numbers"
+    finished = [t for t in study.trials if t.state.is_finished()]
+    assert len(finished) == len(study.trials), "a trial was left running (lost)"
+    recorded = store.trial_numbers(key["key_id"])
+    reused = {t.number for t in finished if t.user_attrs.get("autotune_reused")}
+    # every Optuna trial that was evaluated has exactly one row in our table
+    assert sorted(recorded) == sorted(t.number for t in finished if t.number not in reused)
+    measured = [t for t in trials if t.status is not TrialStatus.INVALID]
+    assert len(measured) >= 8 - len(reused)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["search", "nope.py"], "no such kernel file"),
+        (["search", MATMUL, "--shape", "M=1,N"], "bad shape"),
+        (["search", MATMUL, "--shape", "M=0,N=1,K=1"], "must be positive"),
+        (["search", MATMUL, "--sampler", "annealing"], "unknown sampler"),
+        (["search", MATMUL, "--trials", "0"], "--trials"),
+        (["search", MATMUL, "--device", "cpu", "--shape", "M=64,N=64"], "missing K"),
+        (["best", "matmul_cpu", "--shape", "M=64;N=2"], "bad shape"),
+        (["check", "nope.py"], "no such kernel file"),
+        (["bench", MATMUL, "--config", "{bad"], "not valid JSON"),
+        (["space", "search_spaces/none.yaml"], "none.yaml"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    db = tmp_path / "never.db"
+    proc = autotune(*args, "--db", str(db), check=False) if args[0] in ("search", "best") else autotune(*args, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    if args[0] == "search":
+        assert not db.exists(), "nothing may be written for bad input"
+
+
+def test_bad_kernel_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad_kernel.py"
+    bad.write_text("KERNEL = object()\n")
+    proc = autotune("search", str(bad), "--device", "cpu", "--db", str(tmp_path / "x.db"), check=False)
+    assert proc.returncode == 2 and "KERNEL lacks" in proc.stderr and "bad_kernel.py" in proc.stderr
+
+
+def test_unreachable_database_masks_password(closed_port):
+    url = f"postgresql+psycopg://user:s3cret@127.0.0.1:{closed_port}/db"
+    for args in (["search", MATMUL, "--db", url], ["best", "matmul_cpu", "--db", url], ["show", "--db", url]):
+        proc = autotune(*args, check=False)
+        assert proc.returncode == 2, proc.stderr
+        assert "s3cret" not in proc.stderr + proc.stdout and "***" in proc.stderr
+
+
+def test_schema_out_of_date_says_what_to_run(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    autotune("db", "upgrade", "--db", str(db))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE autotune_alembic_version SET version_num = '0000_from_the_future'")
+    before = db.read_bytes()
+    proc = autotune("search", MATMUL, "--device", "cpu", "--db", str(db), check=False)
+    assert proc.returncode == 2 and "newer" in proc.stderr
+    assert db.read_bytes() == before
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    proc = autotune("best", "matmul_cpu", "--db", str(empty), check=False)
+    assert proc.returncode == 2 and "autotune db upgrade" in proc.stderr
+
+
+def test_check_space_and_bench_commands():
+    proc = autotune("check", MATMUL, "--device", "cpu")
+    assert proc.stdout.count("ok ") >= 6 and "FAIL" not in proc.stdout
+    proc = autotune("space", "search_spaces/gemm_fp8.yaml", "--facts", "h200")
+    assert "valid on h200" in proc.stdout
+    proc = autotune("bench", MATMUL, "--device", "cpu", "--shape", SMALL, "--num-tests", "3")
+    assert "ok" in proc.stdout and "us" in proc.stdout
+
+
+def test_check_reports_a_broken_kernel(tmp_path):
+    broken = tmp_path / "zeros.py"
+    broken.write_text(
+        (ROOT / "examples" / "matmul_cpu.py").read_text().replace(
+            'a = torch.randn(shape["M"], shape["K"], device=device)',
+            'a = torch.zeros(shape["M"], shape["K"], device=device)',
+        ).replace('space = "matmul_cpu"', f'space = "{ROOT / "search_spaces" / "matmul_cpu.yaml"}"')
+    )
+    proc = autotune("check", str(broken), "--device", "cpu", check=False)
+    assert proc.returncode == 2 and "all-zero" in proc.stdout
