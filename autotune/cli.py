@@ -106,6 +106,7 @@ def search(
     num_tests: Annotated[int | None, typer.Option(help="Timed calls per measurement")] = None,
     compile_timeout: Annotated[float | None, typer.Option(help="Seconds a config may take to compile")] = None,
     run_timeout: Annotated[float | None, typer.Option(help="Seconds a config may take to check and time")] = None,
+    compile_workers: Annotated[int | None, typer.Option(help="Processes compiling ahead in exhaustive searches")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")] = None,
 ) -> None:
     """Search the fastest correct config of FILE's kernel for each shape; store every trial."""
@@ -114,7 +115,7 @@ def search(
 
     settings = SearchSettings.from_options(trials=trials, timeout_s=timeout, sampler=sampler, seed=seed, device=device,
                                            num_tests=num_tests, compile_timeout_s=compile_timeout,
-                                           run_timeout_s=run_timeout)
+                                           run_timeout_s=run_timeout, compile_workers=compile_workers)
     shapes = parse_shapes(shape)
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
@@ -270,6 +271,8 @@ def check(
     from .conformance import check_kernel_file
     from .shapes import parse_shape
 
+    if not file.is_file():
+        raise SettingsError(f"{file}: no such kernel file")
     results = check_kernel_file(file, device=device or "", shape=parse_shape(shape) if shape else None, time_it=time_it)
     failed = 0
     for r in results:

@@ -40,6 +40,8 @@ class SearchSettings:
     run_timeout_s: float = _default("run_timeout", float, 120.0)
     #: seconds the worker may take to start and import the kernel file
     start_timeout_s: float = _default("start_timeout", float, 300.0)
+    #: processes that compile an exhaustive search's configs ahead of timing (0 = compile while timing)
+    compile_workers: int = _default("compile_workers", int, 0)
     #: extra environment for the worker process (e.g. TRITON_INTERPRET=1)
     worker_env: dict[str, str] = field(default_factory=dict)
 
@@ -51,6 +53,8 @@ class SearchSettings:
             raise SettingsError(f"--trials must be at least 1 (got {self.trials})")
         if self.timeout_s < 0:
             raise SettingsError(f"--timeout must be >= 0 (got {self.timeout_s})")
+        if self.compile_workers < 0:
+            raise SettingsError(f"--compile-workers must be >= 0 (got {self.compile_workers})")
         if self.num_tests < 1:
             raise SettingsError(f"--num-tests must be at least 1 (got {self.num_tests})")
         if self.device and not (self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")):

@@ -105,12 +105,15 @@ class Tuner:
                              start_timeout_s=settings.start_timeout_s)
         self.info: WorkerInfo | None = None
         self.space: Space | None = None
+        self._pool: list[Worker] = []
 
     def __enter__(self) -> Tuner:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.worker.close()
+        for w in self._pool:
+            w.close()
 
     def start(self) -> WorkerInfo:
         self.info = self.worker.start()
@@ -162,6 +165,8 @@ class Tuner:
         if exhaustive:
             valid = list(space.enumerate(facts))
             queue += [c for c in valid if config_hash(c) not in seen]
+        if exhaustive and s.compile_workers > 0:
+            self._precompile(queue, shape)
         queued = set()
         for c in queue:
             h = config_hash(c)
@@ -173,7 +178,11 @@ class Tuner:
         report.budget = max(s.trials, len(queued)) if s.sampler in ("grid", "exhaustive") else s.trials
         rng = random.Random(s.seed)
         stale = 0
+        valid_hashes = {config_hash(c) for c in valid} if valid is not None else None
         while report.evaluations < report.budget and time.monotonic() < deadline:
+            if valid_hashes is not None and valid_hashes <= seen:
+                log.info("%s: every valid config has been evaluated", shape_key)
+                break
             trial = study.ask()
             config = _suggest(trial, space, facts)
             problems = space.check(config, facts)
@@ -201,6 +210,7 @@ class Tuner:
                 # The sampler keeps proposing known or invalid configs: feed it an unseen valid one.
                 if valid is None:
                     valid = list(space.enumerate(facts))
+                    valid_hashes = {config_hash(c) for c in valid}
                 fresh = [c for c in valid if config_hash(c) not in seen]
                 if not fresh:
                     log.info("%s: every valid config has been evaluated", shape_key)
@@ -214,6 +224,36 @@ class Tuner:
         report.default = None if default_problems else self.store.find_trial(key.id, config_hash(default))
         report.total_statuses = self.store.trial_counts(key.id)
         return report
+
+    def _precompile(self, configs: list[dict[str, Any]], shape: Shape) -> None:
+        """Compile ``configs`` in a pool of worker processes before timing starts, so the timing worker
+        finds them in the compiler's disk cache (Triton's) instead of compiling one by one."""
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        if not self._pool:
+            self._pool = [Worker(self.kernel_path, self.settings.device, env=self.settings.worker_env,
+                                 start_timeout_s=self.settings.start_timeout_s)
+                          for _ in range(self.settings.compile_workers)]
+        todo = list(configs)
+        lock = threading.Lock()
+        failed = Counter()
+
+        def drain(w: Worker) -> None:
+            while True:
+                with lock:
+                    if not todo:
+                        return
+                    cfg = todo.pop()
+                res = w.precompile(cfg, dict(shape), compile_timeout_s=self.settings.compile_timeout_s)
+                if res.status is not TrialStatus.OK:
+                    failed[res.status.value] += 1
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(len(self._pool)) as ex:
+            list(ex.map(drain, self._pool))
+        log.info("precompiled %d configs in %.1f s with %d processes (%s)", len(configs), time.monotonic() - t0,
+                 len(self._pool), dict(failed) or "no failures")
 
     def _evaluated_hashes(self, key_id: int) -> set[str]:
         return {config_hash(t.config) for t in self.store.trials(key_id)}

@@ -87,7 +87,7 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str]) -
             return
         if msg[0] == "stop":
             return
-        _, config, shape, num_tests = msg
+        kind, config, shape, num_tests = msg
         result = TrialResult(TrialStatus.OK, dict(config), worker=worker_id, hostname=host)
         restart = False
         try:
@@ -106,6 +106,10 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str]) -
             launcher = loaded.kernel.compile(dict(config), inputs)
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
+            if kind == "compile":
+                # Compile-ahead only: the artifact lands in the compiler's disk cache for the timing worker.
+                conn.send(("result", {**result.to_dict(), "compile_s": time.perf_counter() - t0}, False))
+                continue
         except Exception as exc:
             result.status, result.error = TrialStatus.COMPILE_FAILED, _short_error(exc)
             result.compile_s = time.perf_counter() - t0
@@ -224,13 +228,22 @@ class Worker:
         self.restarts += 1
         self.start()
 
+    def precompile(self, config: dict[str, Any], shape: dict[str, int], *, compile_timeout_s: float = 180.0) -> TrialResult:
+        """Compile only (no check, no timing): fills the compiler's disk cache ahead of the timing worker.
+        The result's status says whether compilation worked; it is not a trial to store."""
+        return self._request("compile", config, shape, 0, compile_timeout_s, compile_timeout_s)
+
     def evaluate(self, config: dict[str, Any], shape: dict[str, int], *, num_tests: int = 30,
                  compile_timeout_s: float = 180.0, run_timeout_s: float = 120.0) -> TrialResult:
         """Compile, check and time one config. Never raises for a candidate's failure: that is a status."""
+        return self._request("eval", config, shape, num_tests, compile_timeout_s, run_timeout_s)
+
+    def _request(self, kind: str, config: dict[str, Any], shape: dict[str, int], num_tests: int,
+                 compile_timeout_s: float, run_timeout_s: float) -> TrialResult:
         if self._proc is None or not self._proc.is_alive():
             self._restart() if self.info is not None else self.start()
         conn = self._conn
-        conn.send(("eval", dict(config), dict(shape), num_tests))
+        conn.send((kind, dict(config), dict(shape), num_tests))
         phase, deadline = "compile", compile_timeout_s
         compile_s = None
         while True:

@@ -1,0 +1,176 @@
+"""The tables, as SQLAlchemy 2.0 typed models. The schema itself is created by the Alembic migrations
+(``alembic/versions``), which must match these models exactly (tests/test_migrations.py checks it).
+
+Every table is prefixed ``autotune_``: Optuna keeps its own tables in the same database."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    column,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from ..trial import TrialStatus
+
+TABLE_PREFIX = "autotune_"
+VERSION_TABLE = "autotune_alembic_version"
+
+# Deterministic constraint names, so that later migrations can drop/alter them on every backend.
+# Kept short: Postgres truncates identifiers at 63 characters.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: the statuses the CHECK constraint allows (the initial migration spells out the same list)
+STATUS_VALUES = tuple(s.value for s in TrialStatus)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """Alembic autogenerate filter: only our tables (Optuna's live in the same database)."""
+    if type_ == "table":
+        return bool(name) and name.startswith(TABLE_PREFIX) and name != VERSION_TABLE
+    return True
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class KernelRow(Base):
+    __tablename__ = "autotune_kernels"
+    __table_args__ = (UniqueConstraint("name", "source_hash"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String)
+    source_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class EnvironmentRow(Base):
+    """Where a result is valid (``autotune.env.ENV_KEY_FIELDS``); the hostname is per trial."""
+
+    __tablename__ = "autotune_environments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    env_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    device_kind: Mapped[str] = mapped_column(String)
+    gpu_name: Mapped[str] = mapped_column(String)
+    cc: Mapped[str] = mapped_column(String)
+    sm_count: Mapped[int] = mapped_column(Integer)
+    driver: Mapped[str] = mapped_column(String)
+    cuda: Mapped[str] = mapped_column(String)
+    torch: Mapped[str] = mapped_column(String)
+    triton: Mapped[str] = mapped_column(String)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ShapeRow(Base):
+    __tablename__ = "autotune_shapes"
+    __table_args__ = (UniqueConstraint("kernel_name", "shape_key", "dtypes_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kernel_name: Mapped[str] = mapped_column(String)
+    shape_key: Mapped[str] = mapped_column(String)
+    dims: Mapped[dict[str, int]] = mapped_column(JSON)
+    dtypes: Mapped[dict[str, str]] = mapped_column(JSON)
+    #: canonical JSON text of ``dtypes`` (JSON columns cannot be compared/unique on every backend)
+    dtypes_key: Mapped[str] = mapped_column(String)
+
+
+class TuningKeyRow(Base):
+    """The key a best config is valid for: kernel source x search space x shape x environment."""
+
+    __tablename__ = "autotune_tuning_keys"
+    __table_args__ = (UniqueConstraint("kernel_id", "space_hash", "shape_id", "environment_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kernel_id: Mapped[int] = mapped_column(ForeignKey("autotune_kernels.id"))
+    space_hash: Mapped[str] = mapped_column(String(64))
+    space: Mapped[dict[str, Any]] = mapped_column(JSON)
+    shape_id: Mapped[int] = mapped_column(ForeignKey("autotune_shapes.id"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("autotune_environments.id"))
+    study_name: Mapped[str] = mapped_column(String, unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class TrialRow(Base):
+    __tablename__ = "autotune_trials"
+    __table_args__ = (
+        CheckConstraint(column("status").in_(STATUS_VALUES), name="status"),
+        Index("ix_autotune_trials_key_id_config_hash", "key_id", "config_hash"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key_id: Mapped[int] = mapped_column(ForeignKey("autotune_tuning_keys.id"))
+    optuna_trial_number: Mapped[int | None] = mapped_column(Integer)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    config_hash: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(32))
+    time_s: Mapped[float | None] = mapped_column(Double)
+    mean_s: Mapped[float | None] = mapped_column(Double)
+    min_s: Mapped[float | None] = mapped_column(Double)
+    spread: Mapped[float | None] = mapped_column(Double)
+    launches: Mapped[float | None] = mapped_column(Double)
+    tflops: Mapped[float | None] = mapped_column(Double)
+    gbps: Mapped[float | None] = mapped_column(Double)
+    compile_s: Mapped[float | None] = mapped_column(Double)
+    error: Mapped[str | None] = mapped_column(Text)
+    #: per-kernel timing breakdown (TrialResult.kernels), kept so a reused result is complete
+    kernels: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    worker: Mapped[str | None] = mapped_column(String)
+    hostname: Mapped[str | None] = mapped_column(String)
+    measured: Mapped[bool] = mapped_column(Boolean)
+    reused_from: Mapped[int | None] = mapped_column(ForeignKey("autotune_trials.id"))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class BestConfigRow(Base):
+    """The best ok+measured trial of a key, denormalized so the runtime lookup is one indexed query."""
+
+    __tablename__ = "autotune_best_configs"
+    __table_args__ = (
+        Index("ix_autotune_best_configs_kernel_name_device_name", "kernel_name", "device_name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key_id: Mapped[int] = mapped_column(ForeignKey("autotune_tuning_keys.id"), unique=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("autotune_trials.id"))
+    kernel_name: Mapped[str] = mapped_column(String)
+    source_hash: Mapped[str] = mapped_column(String(64))
+    space_hash: Mapped[str] = mapped_column(String(64))
+    shape_key: Mapped[str] = mapped_column(String)
+    dims: Mapped[dict[str, int]] = mapped_column(JSON)
+    dtypes_key: Mapped[str] = mapped_column(String)
+    device_name: Mapped[str] = mapped_column(String)
+    cc: Mapped[str] = mapped_column(String)
+    env_hash: Mapped[str] = mapped_column(String(64))
+    torch: Mapped[str] = mapped_column(String)
+    triton: Mapped[str] = mapped_column(String)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    time_s: Mapped[float] = mapped_column(Double)
+    tflops: Mapped[float | None] = mapped_column(Double)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
