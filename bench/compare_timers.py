@@ -114,6 +114,7 @@ def main() -> None:
     }
     props = torch.cuda.get_device_properties(0)
     rows, results = [], {"gpu": props.name, "l2_bytes": props.L2_cache_size, "num_tests": args.num_tests, "cases": []}
+    nt = args.num_tests
     for label, shape in shapes.items():
         inputs = k.kernel.make_inputs(dict(shape), "cuda")
         cases = {
@@ -121,7 +122,6 @@ def main() -> None:
             "scaled_mm": (mod.scaled_mm_baseline(inputs), "nvjet"),
         }
         for impl, (fn, name) in cases.items():
-            nt = args.num_tests
             m = {
                 "kineto_2xL2": repeat(lambda fn=fn, name=name: bench_kineto(fn, name, num_tests=nt, suppress_kineto_output=True)),
                 "recipe_8GB": repeat(lambda fn=fn, name=name: recipe_bench_kineto(fn, name, num_tests=nt, suppress_kineto_output=True)),
