@@ -61,7 +61,8 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str]) -
         if device.startswith("cuda"):
             if not torch.cuda.is_available():
                 raise AutotuneError(f"device {device!r} asked for, but this machine's torch sees no CUDA GPU")
-            torch.cuda.set_device(torch.device(device))
+            if ":" in device:
+                torch.cuda.set_device(torch.device(device))
             device = f"cuda:{torch.cuda.current_device()}"
         meta = loaded.meta()
         meta["space"] = Space.from_dict(loaded.space_def, source=loaded.space_source).to_dict()

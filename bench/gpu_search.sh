@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs for `autotune search` (issue 4) and the timer comparison (issue 2); see bench/RESULTS.md.
-#   bash bench/gpu_search.sh a   # GPU tests, timer comparison, TPE search (40 trials x 4 shapes)
+#   bash bench/gpu_search.sh a   # GPU tests, timer comparison (COMPARE=1), TPE search (40 trials x 4 shapes)
 #   bash bench/gpu_search.sh b   # exhaustive search of the same 4 shapes, lookup overhead
 # Needs the wheels of ../shared/gpu/wheelhouse.sh in .whl/.
 set -uo pipefail
@@ -13,7 +13,7 @@ case "${1:-a}" in
 a)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_bench.py tests/test_gemm_fp8.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -5
-  timeout 150 python3 bench/compare_timers.py --out "$OUT" 2>&1 | tee "$OUT/compare_timers.log" | tail -28
+  [ -n "${COMPARE:-}" ] && timeout 150 python3 bench/compare_timers.py --out "$OUT" 2>&1 | tee "$OUT/compare_timers.log" | tail -28
   start=$SECONDS
   python3 -m autotune search examples/gemm_fp8.py "${SHAPES[@]}" --trials 40 --seed 0 --timeout 100 \
     --db "$OUT/tpe.db" --json "$OUT/search_tpe.json" > "$OUT/search_tpe.log" 2>&1

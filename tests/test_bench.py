@@ -190,6 +190,8 @@ def test_gpu_named_kernel_and_flush_excluded():
 def test_gpu_barrier_path():
     a = torch.randn(512, 512, device="cuda")
     calls = []
+    # cuBLAS may split this GEMM into a main and a split-K kernel: both match "gemm"
     res = bench_kineto_detailed(lambda: a @ a, "gemm", num_tests=3, barrier=lambda: calls.append(1),
-                                suppress_kineto_output=True)
-    assert len(calls) == 6 and res.kernels["gemm"].launches_per_call == 1.0
+                                suppress_kineto_output=True, with_multiple_kernels=True)
+    assert len(calls) == 6 and res.kernels["gemm"].launches_per_call >= 1.0
+    assert not any("spin" in n or "sleep" in n for n in res.kernels["gemm"].matched)
