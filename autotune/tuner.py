@@ -139,7 +139,8 @@ class Tuner:
                                     shape_key, meta["dtypes"], self.info.env)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        study = optuna.create_study(study_name=key.study_name, storage=self.store.url, direction="minimize",
+        storage = optuna.storages.RDBStorage(self.store.url, engine_kwargs=self.store.optuna_engine_kwargs())
+        study = optuna.create_study(study_name=key.study_name, storage=storage, direction="minimize",
                                     sampler=_make_sampler(s.sampler, s.seed), load_if_exists=True)
         started = time.monotonic()
         deadline = started + s.timeout_s if s.timeout_s > 0 else math.inf

@@ -432,29 +432,54 @@ class Store:
         )
 
     def upgrade(self) -> tuple[str | None, str]:
-        """Bring the schema to head; returns (revision before, revision after). Idempotent, and safe when
-        several processes upgrade at once: the migration runs under a lock, in one transaction."""
+        """Bring our schema to head, and create/upgrade Optuna's tables; returns (our revision before,
+        after). Idempotent, and safe when several processes upgrade at once: everything runs under one
+        lock (Postgres: an advisory lock; SQLite: a lock file), our migration in one transaction."""
         if self.readonly:
             raise StoreError(f"database {self.masked_url} is open read-only: cannot upgrade it")
         from alembic import command, util
 
         cfg = _alembic_config()
         with self._migration_file_lock(), self._guard(diagnose=False), self.engine.connect() as conn:
-            conn.execution_options(**{_WRITE: True})
+            if not self.is_sqlite:
+                conn.execute(select(func.pg_advisory_lock(_MIGRATION_LOCK_KEY)))
+                conn.commit()
             try:
-                with conn.begin():
-                    if not self.is_sqlite:
-                        # a transaction-level lock: released by the commit that makes the new schema visible
-                        conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK_KEY)))
+                with conn.execution_options(**{_WRITE: True}).begin():
                     before = _current_revision(conn)
                     if before is not None and not _known_revision(before):
                         raise StoreError(self._newer_message(before, _head_revision()))
                     cfg.attributes["connection"] = conn
                     command.upgrade(cfg, "head")
                     after = _current_revision(conn)
+                # after our commit: on SQLite, Optuna's own connections would wait on our write lock
+                self._upgrade_optuna()
             except util.CommandError as e:
                 raise StoreError(f"cannot upgrade database {self.masked_url}: {self._scrub(str(e))}") from e
+            finally:
+                if not self.is_sqlite:
+                    conn.rollback()  # a failed statement leaves the transaction aborted
+                    conn.execute(select(func.pg_advisory_unlock(_MIGRATION_LOCK_KEY)))
+                    conn.commit()
         return before, after or _head_revision()
+
+    def _upgrade_optuna(self) -> None:
+        """Create Optuna's tables (or upgrade them from an older Optuna) while we hold the migration lock:
+        Optuna's own first-run table creation races when several searches start on an empty database
+        (optuna/optuna#1092, where its maintainers advise migrating before starting workers)."""
+        try:
+            from optuna.storages import RDBStorage
+        except ImportError:  # optuna is a dependency of autotune, but the store does not need it
+            return
+        storage = RDBStorage(
+            self.url, engine_kwargs=self.optuna_engine_kwargs(), skip_compatibility_check=True
+        )
+        try:
+            current = storage.get_current_version()
+            if current != storage.get_head_version() and current in storage.get_all_versions():
+                storage.upgrade()
+        finally:
+            storage.engine.dispose()
 
     def _migration_file_lock(self) -> Any:
         """SQLite: an exclusive flock on ``<db>.lock``, so one process migrates while the others wait
@@ -675,6 +700,17 @@ class Store:
         with self._session() as s:
             rows = s.scalars(select(TrialRow).where(TrialRow.key_id == key_id).order_by(TrialRow.id)).all()
             return [_trial_result(r) for r in rows]
+
+    def trial_numbers(self, key_id: int) -> list[int]:
+        """The Optuna trial numbers recorded under a key (oldest first; rows without one are skipped)."""
+        with self._session() as s:
+            return list(
+                s.scalars(
+                    select(TrialRow.optuna_trial_number)
+                    .where(TrialRow.key_id == key_id, TrialRow.optuna_trial_number.is_not(None))
+                    .order_by(TrialRow.id)
+                )
+            )
 
     def summary(self, kernel_name: str | None = None) -> list[dict[str, Any]]:
         """One row per tuning key, for ``autotune show``."""

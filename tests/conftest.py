@@ -1,0 +1,67 @@
+"""Shared fixtures. Database URLs: ``sqlite_url`` (a file in tmp_path), ``pg_url`` (a fresh database on the
+server of ``AUTOTUNE_TEST_PG_URL``, dropped afterwards) and ``db_url`` (parametrized over both, so the
+same store test runs on each backend, as in optuna/testing/storages.py).
+
+Start a throwaway server with ``eval "$(.ci/start-postgres.sh)"``. Without ``AUTOTUNE_TEST_PG_URL`` the
+Postgres tests are skipped, except under CI (``CI`` set), where they fail: CI must not skip silently."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+
+def pg_server_url() -> str:
+    """The admin URL of the test server, or skip (fail under CI) without one."""
+    url = os.environ.get("AUTOTUNE_TEST_PG_URL", "").strip()
+    if not url:
+        msg = 'AUTOTUNE_TEST_PG_URL is not set (start a server: eval "$(.ci/start-postgres.sh)")'
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {msg}", pytrace=False)
+        pytest.skip(msg)
+    return url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'autotune.db'}"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty database on the test server: postgresql+psycopg://.../autotune_test_<random>."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    from autotune.store import normalize_db_url
+
+    server = make_url(normalize_db_url(pg_server_url()))
+    name = f"autotune_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            # DDL on databases has no SQLAlchemy construct; the name is ours, not user input
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield server.set(database=name).render_as_string(hide_password=False)
+        with admin.connect() as conn:
+            # FORCE (Postgres 13+): a test's leftover pooled connections must not keep it alive
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request) -> str:
+    return request.getfixturevalue(f"{'pg' if request.param == 'postgres' else 'sqlite'}_url")
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A local TCP port nothing listens on (bound then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

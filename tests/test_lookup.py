@@ -1,0 +1,240 @@
+"""The runtime lookup ``best_config``: cached, never raising, light to import."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+from autotune import lookup
+from autotune.env import current_device_name
+from autotune.lookup import best_config, clear_cache
+from autotune.shapes import format_shape
+from autotune.store import Store
+from autotune.trial import TrialResult, TrialStatus
+
+REPO = Path(__file__).resolve().parent.parent
+DEVICE = current_device_name("cpu")
+ENV = {
+    "device_kind": "cpu",
+    "gpu_name": DEVICE,
+    "cc": "cpu",
+    "sm_count": 2,
+    "driver": "none",
+    "cuda": "none",
+    "torch": "2.8.0",
+    "triton": "3.6.0",
+}
+DEFAULT = {"BLOCK": 0}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    clear_cache()
+    yield
+    clear_cache()
+
+
+@pytest.fixture
+def store(db_url):
+    s = Store(db_url)
+    s.upgrade()
+    yield s
+    s.close()
+
+
+def tune(
+    store: Store,
+    dims: dict[str, int],
+    config: dict,
+    *,
+    kernel: str = "gemm",
+    source: str = "a" * 64,
+    time_s: float = 1e-5,
+    **env,
+) -> None:
+    key = store.ensure_key(
+        kernel, source, "s" * 64, {}, dims, format_shape(dims), {"a": "bfloat16"}, {**ENV, **env}
+    )
+    store.record_trial(key.id, TrialResult(TrialStatus.OK, config, time_s=time_s))
+    assert store.refresh_best(key.id) is not None
+
+
+def warnings_of(caplog) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name == "autotune.lookup" and r.levelno == logging.WARNING
+    ]
+
+
+def test_exact_hit(store):
+    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64})
+    tune(store, {"M": 4096, "N": 128}, {"BLOCK": 256})
+    assert best_config("gemm", db=store.url, device="cpu", M=64, N=128) == {"BLOCK": 64}
+    assert best_config("gemm", db=store.url, device="cpu", N=128, M=64) == {"BLOCK": 64}  # any kwarg order
+    assert best_config("gemm", db=store.url, device="cpu", M=4096, N=128, default=DEFAULT) == {"BLOCK": 256}
+
+
+def test_nearest_shape_logs_debug(store, caplog):
+    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64})
+    tune(store, {"M": 4096, "N": 128}, {"BLOCK": 256})
+    with caplog.at_level(logging.DEBUG, logger="autotune.lookup"):
+        assert best_config("gemm", db=store.url, device="cpu", M=100, N=128) == {"BLOCK": 64}
+        assert best_config("gemm", db=store.url, device="cpu", M=3000, N=100) == {"BLOCK": 256}
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert any("M=100,N=128" in m and "M=64,N=128" in m for m in debug)
+    assert any("M=4096,N=128" in m for m in debug)
+    assert not warnings_of(caplog)
+    # other dimension names are not "near": the default
+    assert best_config("gemm", db=store.url, device="cpu", default=DEFAULT, S=64) is DEFAULT
+
+
+def test_default_when_nothing_tuned(store, caplog):
+    tune(store, {"M": 64}, {"BLOCK": 64})
+    assert best_config("other", db=store.url, device="cpu", default=DEFAULT, M=64) is DEFAULT
+    assert best_config("other", db=store.url, device="cpu", M=64) is None
+    tune(store, {"M": 64}, {"BLOCK": 32}, gpu_name="NVIDIA H200")
+    assert best_config("gemm", db=store.url, device="cpu", M=64) == {"BLOCK": 64}
+    assert not warnings_of(caplog)
+
+
+def test_missing_db_file_warns_once(tmp_path, caplog):
+    path = tmp_path / "none" / "autotune.db"
+    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+        for m in range(50):
+            assert best_config("gemm", db=str(path), device="cpu", default=DEFAULT, M=64 + m % 3) is DEFAULT
+        assert best_config("gemm", db=str(path), default=DEFAULT, M=64) is DEFAULT
+    (msg,) = warnings_of(caplog)
+    assert "gemm" in msg and str(path) in msg
+    assert not path.exists() and not path.parent.exists()  # the lookup never creates a database
+
+
+def test_db_without_schema_warns_once(db_url, caplog):
+    with Store(db_url) as store:
+        store.schema_status()  # SQLite: creates the (empty) database file
+    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+        for _ in range(5):
+            assert best_config("gemm", db=db_url, device="cpu", default=DEFAULT, M=64) is DEFAULT
+    (msg,) = warnings_of(caplog)
+    assert "autotune db upgrade" in msg
+
+
+def test_unreachable_postgres_warns_once(closed_port, caplog):
+    url = f"postgresql://postgres:s3cret@127.0.0.1:{closed_port}/autotune"
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+        for _ in range(20):
+            assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=64) is DEFAULT
+    assert time.monotonic() - t0 < 10
+    (msg,) = warnings_of(caplog)
+    assert "127.0.0.1" in msg and "s3cret" not in msg
+
+
+def test_bad_url_or_shape_never_raises(caplog):
+    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+        assert best_config("gemm", db="mysql://u:s3cret@h/db", default=DEFAULT, M=64) is DEFAULT
+        assert best_config("gemm", db="mysql://u:s3cret@h/db", default=DEFAULT, M=64) is DEFAULT
+        assert best_config("gemm", db="mysql://u:s3cret@h/db", default=DEFAULT, M=[1]) is DEFAULT
+    assert len(warnings_of(caplog)) == 1 and "s3cret" not in warnings_of(caplog)[0]
+
+
+def test_cache_hits_do_not_query(sqlite_url, monkeypatch):
+    with Store(sqlite_url) as store:
+        store.upgrade()
+        tune(store, {"M": 64}, {"BLOCK": 64})
+        tune(store, {"M": 1024}, {"BLOCK": 128})
+    assert best_config("gemm", db=sqlite_url, device="cpu", M=64) == {"BLOCK": 64}
+    queries = []
+    event.listen(lookup._stores[sqlite_url].engine, "before_cursor_execute", lambda *a: queries.append(a[2]))
+    path = Path(sqlite_url.removeprefix("sqlite:///"))
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    for _ in range(10000):
+        assert best_config("gemm", db=sqlite_url, device="cpu", M=64) == {"BLOCK": 64}
+    per_call = (time.perf_counter() - t0) / 10000
+    assert per_call < 50e-6  # microseconds, not a query
+    # another shape of the same kernel: served from the rows loaded by the first call
+    assert best_config("gemm", db=sqlite_url, device="cpu", M=900) == {"BLOCK": 128}
+    assert queries == []
+    clear_cache()  # the file is gone: now the default
+    assert best_config("gemm", db=sqlite_url, device="cpu", default=DEFAULT, M=64) is DEFAULT
+
+
+def test_returns_a_copy(sqlite_url):
+    with Store(sqlite_url) as store:
+        store.upgrade()
+        tune(store, {"M": 64}, {"BLOCK": 64, "order": [1, 0]})
+    got = best_config("gemm", db=sqlite_url, device="cpu", M=64)
+    got["BLOCK"] = -1
+    got["order"].append(9)
+    assert best_config("gemm", db=sqlite_url, device="cpu", M=64) == {"BLOCK": 64, "order": [1, 0]}
+
+
+def test_uses_autotune_db_env(sqlite_url, monkeypatch):
+    with Store(sqlite_url) as store:
+        store.upgrade()
+        tune(store, {"M": 64}, {"BLOCK": 64})
+    monkeypatch.setenv("AUTOTUNE_DB", sqlite_url)
+    assert best_config("gemm", device="cpu", M=64) == {"BLOCK": 64}
+
+
+def test_version_and_source_preference(store, monkeypatch, caplog):
+    monkeypatch.delitem(sys.modules, "triton", raising=False)
+    tune(store, {"M": 64}, {"v": "torch-2.8"}, torch="2.8.0")
+    time.sleep(0.01)
+    tune(store, {"M": 64}, {"v": "torch-2.7"}, torch="2.7.1")  # newest
+    time.sleep(0.01)
+    tune(store, {"M": 64}, {"v": "src-b"}, torch="2.6.0", source="b" * 64)  # newest, other source
+    # torch not imported by the caller: no version preference, the newest wins
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert best_config("gemm", db=store.url, device="cpu", M=64) == {"v": "src-b"}
+    # a source hash (or its prefix) selects that source's rows first
+    clear_cache()
+    assert best_config("gemm", db=store.url, device="cpu", source_hash="a" * 12, M=64) == {"v": "torch-2.7"}
+    # then the running torch version (its local '+cu128' suffix ignored)
+    clear_cache()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="2.8.0+cu128"))
+    assert best_config("gemm", db=store.url, device="cpu", source_hash="a" * 64, M=64) == {"v": "torch-2.8"}
+    # a source hash nobody tuned: fall back across sources and versions, saying so at DEBUG
+    clear_cache()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="2.9.0"))
+    with caplog.at_level(logging.DEBUG, logger="autotune.lookup"):
+        assert best_config("gemm", db=store.url, device="cpu", source_hash="c" * 64, M=64) == {"v": "src-b"}
+    debug = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
+    assert "source" in debug and "torch 2.6.0" in debug and "running torch 2.9.0" in debug
+
+
+def test_import_is_light(sqlite_url):
+    with Store(sqlite_url) as store:
+        store.upgrade()
+        tune(store, {"M": 64}, {"BLOCK": 64})
+    code = (
+        "import sys\n"
+        "heavy = ('optuna', 'typer', 'alembic', 'torch', 'triton')\n"
+        "import autotune.lookup\n"
+        "loaded = [m for m in (*heavy, 'sqlalchemy') if m in sys.modules]\n"
+        "assert not loaded, f'import autotune.lookup loaded {loaded}'\n"
+        "from autotune.lookup import best_config\n"
+        "assert best_config('gemm', db=sys.argv[1], M=64) == {'BLOCK': 64}\n"
+        "assert best_config('gemm', db=sys.argv[1] + '.missing', default=1, M=64) == 1\n"
+        "loaded = [m for m in heavy if m in sys.modules]\n"
+        "assert not loaded, f'best_config loaded {loaded}'\n"
+        "print('ok')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTOTUNE_DB", "PYTHONPATH")}
+    out = subprocess.run(
+        [sys.executable, "-c", code, sqlite_url],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -1,0 +1,174 @@
+"""The Alembic migrations: they build exactly the models' schema, coexist with Optuna's tables, round-trip,
+and ship inside the wheel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect
+
+from autotune.store import Store, migrations_dir
+from autotune.store.models import VERSION_TABLE, Base, include_name
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {
+    "device_kind": "cpu",
+    "gpu_name": "CPU",
+    "cc": "cpu",
+    "sm_count": 2,
+    "driver": "none",
+    "cuda": "none",
+    "torch": "2.8.0",
+    "triton": "none",
+}
+
+
+def schema_diffs(store: Store) -> list:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    with store.engine.connect() as conn:
+        ctx = MigrationContext.configure(
+            conn, opts={"version_table": VERSION_TABLE, "include_name": include_name, "compare_type": True}
+        )
+        return compare_metadata(ctx, Base.metadata)
+
+
+def test_migrations_dir_in_a_checkout():
+    assert migrations_dir() == REPO / "alembic"
+    # an alembic/__init__.py would shadow the real alembic package when the repo root is on sys.path
+    assert not (REPO / "alembic" / "__init__.py").exists()
+    assert list((REPO / "alembic" / "versions").glob("*.py"))
+
+
+def test_migrated_schema_matches_models(db_url):
+    store = Store(db_url)
+    store.upgrade()
+    assert schema_diffs(store) == []
+    ours = {t for t in inspect(store.engine).get_table_names() if t.startswith("autotune_")}
+    assert ours == {t.name for t in Base.metadata.sorted_tables} | {VERSION_TABLE}
+    store.close()
+
+
+def test_downgrade_and_upgrade_again(db_url):
+    from alembic import command
+    from autotune.store import _alembic_config
+
+    store = Store(db_url)
+    store.upgrade()
+    with store.engine.begin() as conn:
+        cfg = _alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "base")
+    ours = {t for t in inspect(store.engine).get_table_names() if t.startswith("autotune_")}
+    assert ours <= {VERSION_TABLE}
+    assert store.schema_status()[0] is None
+    store.upgrade()
+    assert schema_diffs(store) == []
+    store.close()
+
+
+@pytest.mark.parametrize("optuna_first", [False, True], ids=["autotune-first", "optuna-first"])
+def test_optuna_tables_coexist(db_url, optuna_first):
+    import optuna
+
+    def make_optuna_study():
+        storage = optuna.storages.RDBStorage(db_url, engine_kwargs=Store(db_url).optuna_engine_kwargs())
+        study = optuna.create_study(
+            storage=storage, study_name="fp8_gemm|M=64", direction="minimize", load_if_exists=True
+        )
+        study.optimize(lambda t: t.suggest_int("x", 0, 10) ** 2, n_trials=2)
+        storage.engine.dispose()
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if optuna_first:
+        make_optuna_study()
+    store = Store(db_url)
+    assert store.upgrade()[0] is None  # Optuna's alembic_version is not ours
+    # our upgrade also set up Optuna's schema (at its head), so concurrent searches never race creating it
+    storage = optuna.storages.RDBStorage(db_url)
+    assert storage.get_current_version() == storage.get_head_version()
+    storage.engine.dispose()
+    if not optuna_first:
+        make_optuna_study()
+    tables = set(inspect(store.engine).get_table_names())
+    assert {"alembic_version", VERSION_TABLE, "studies", "trials", "autotune_trials"} <= tables
+    store.check_schema()
+    assert schema_diffs(store) == []  # Optuna's tables are not ours to diff (include_name)
+    key = store.ensure_key("fp8_gemm", "s" * 64, "p" * 64, {}, {"M": 64}, "M=64", {}, ENV)
+    assert store.ensure_key("fp8_gemm", "s" * 64, "p" * 64, {}, {"M": 64}, "M=64", {}, ENV) == key
+    storage = optuna.storages.RDBStorage(db_url)
+    assert len(optuna.load_study(study_name="fp8_gemm|M=64", storage=storage).trials) == 2
+    storage.engine.dispose()
+    store.close()
+
+
+@pytest.mark.slow
+def test_wheel_ships_migrations(tmp_path):
+    # build from a copy, so that the build neither depends on nor writes into the working tree
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "autotune", src / "autotune", ignore=ignore)
+    shutil.copytree(REPO / "alembic", src / "alembic", ignore=ignore)
+    shutil.copy(REPO / "pyproject.toml", src)
+    readme = REPO / "README.md"
+    (src / "README.md").write_text(readme.read_text() if readme.exists() else "autotune\n")
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            "-q",
+        ],
+        check=True,
+        cwd=tmp_path,
+    )
+    (wheel,) = dist.glob("autotune-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "autotune/_migrations/env.py" in names
+    assert "autotune/_migrations/script.py.mako" in names
+    assert [n for n in names if n.startswith("autotune/_migrations/versions/") and n.endswith(".py")]
+    assert not [n for n in names if n.startswith("alembic/")]  # nothing at top level to shadow alembic
+
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True
+    )
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # dependencies (sqlalchemy, alembic) from our venv's site-packages, never the repo; cwd outside the repo
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AUTOTUNE_DB", "AUTOTUNE_HOME")}
+    env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
+    code = (
+        "import autotune, autotune.store as s; from autotune.store import Store;"
+        "print(autotune.__file__); print(s.migrations_dir()); print(Store('sqlite:///x.db').upgrade())"
+    )
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code],
+        cwd=run_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    pkg_file, mig_dir, result = out.stdout.strip().splitlines()
+    assert (
+        pkg_file.startswith(str(venv)) and mig_dir.startswith(str(venv)) and mig_dir.endswith("_migrations")
+    )
+    assert result.startswith("(None, '") and (run_dir / "x.db").is_file()
