@@ -65,3 +65,14 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def store(db_url):
+    """A Store on ``db_url`` with the schema created."""
+    from autotune.store import Store
+
+    s = Store(db_url)
+    s.upgrade()
+    yield s
+    s.close()

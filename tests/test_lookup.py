@@ -42,14 +42,6 @@ def _fresh_cache():
     clear_cache()
 
 
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    s.upgrade()
-    yield s
-    s.close()
-
-
 def tune(
     store: Store,
     dims: dict[str, int],

@@ -59,6 +59,7 @@ def test_migrated_schema_matches_models(db_url):
 
 def test_downgrade_and_upgrade_again(db_url):
     from alembic import command
+
     from autotune.store import _alembic_config
 
     store = Store(db_url)

@@ -61,14 +61,6 @@ def ok(config: dict, time_s: float, **kw) -> TrialResult:
     return TrialResult(TrialStatus.OK, config, time_s=time_s, tflops=1e-9 / time_s, **kw)
 
 
-@pytest.fixture
-def store(db_url):
-    s = Store(db_url)
-    s.upgrade()
-    yield s
-    s.close()
-
-
 def run_py(code: str, *args: str, timeout: float = 120) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "AUTOTUNE_DB"}
     return subprocess.Popen(
