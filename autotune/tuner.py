@@ -185,28 +185,15 @@ class Tuner:
                 log.info("%s: every valid config has been evaluated", shape_key)
                 break
             trial = study.ask()
-            config = _suggest(trial, space, facts)
-            problems = space.check(config, facts)
-            if problems:
-                res = TrialResult(TrialStatus.INVALID, config, error="; ".join(problems))
-                self._finish(study, trial, key.id, res, report, reused=False)
-                stale += 1
-            else:
-                h = config_hash(config)
-                known = self.store.find_trial(key.id, h)
-                if known is not None:
-                    self._finish(study, trial, key.id, known, report, reused=True)
-                    stale += 1
-                else:
-                    stale = 0
-                    t0 = datetime.now(timezone.utc)
-                    res = self.worker.evaluate(config, dict(shape), num_tests=s.num_tests,
-                                               compile_timeout_s=s.compile_timeout_s, run_timeout_s=s.run_timeout_s)
-                    res.worker = res.worker or f"{self.info.env.get('hostname')}:worker"
-                    res.hostname = res.hostname or self.info.env.get("hostname")
-                    report.evaluations += 1
-                    seen.add(h)
-                    self._finish(study, trial, key.id, res, report, reused=False, started_at=t0)
+            try:
+                new = self._step(study, trial, key.id, shape, report, seen)
+            except BaseException:
+                # Interrupted (Ctrl-C, a store error): leave no Optuna trial RUNNING forever in a resumed study.
+                from optuna.trial import TrialState
+
+                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                raise
+            stale = 0 if new else stale + 1
             if stale >= _MAX_STALE_PROPOSALS:
                 # The sampler keeps proposing known or invalid configs: feed it an unseen valid one.
                 if valid is None:
@@ -255,6 +242,31 @@ class Tuner:
             list(ex.map(drain, self._pool))
         log.info("precompiled %d configs in %.1f s with %d processes (%s)", len(configs), time.monotonic() - t0,
                  len(self._pool), dict(failed) or "no failures")
+
+    def _step(self, study: Any, trial: Any, key_id: int, shape: Shape, report: ShapeReport, seen: set[str]) -> bool:
+        """Handle one proposal; True if it was evaluated (new), False if it was invalid or already known."""
+        assert self.info is not None and self.space is not None
+        s, facts = self.settings, self.info.facts
+        config = _suggest(trial, self.space, facts)
+        problems = self.space.check(config, facts)
+        if problems:
+            res = TrialResult(TrialStatus.INVALID, config, error="; ".join(problems))
+            self._finish(study, trial, key_id, res, report, reused=False)
+            return False
+        h = config_hash(config)
+        known = self.store.find_trial(key_id, h)
+        if known is not None:
+            self._finish(study, trial, key_id, known, report, reused=True)
+            return False
+        started = datetime.now(timezone.utc)
+        res = self.worker.evaluate(config, dict(shape), num_tests=s.num_tests, compile_timeout_s=s.compile_timeout_s,
+                                   run_timeout_s=s.run_timeout_s)
+        res.worker = res.worker or f"{self.info.env.get('hostname')}:worker"
+        res.hostname = res.hostname or self.info.env.get("hostname")
+        report.evaluations += 1
+        seen.add(h)
+        self._finish(study, trial, key_id, res, report, reused=False, started_at=started)
+        return True
 
     def _evaluated_hashes(self, key_id: int) -> set[str]:
         return {config_hash(t.config) for t in self.store.trials(key_id)}

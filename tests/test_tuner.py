@@ -217,3 +217,31 @@ def test_check_reports_a_broken_kernel(tmp_path):
     )
     proc = autotune("check", str(broken), "--device", "cpu", check=False)
     assert proc.returncode == 2 and "all-zero" in proc.stdout
+
+
+def test_orchestrator_never_imports_the_kernel_file_or_torch(tmp_path):
+    # The search runs in this fresh interpreter; only its spawned worker may import torch and the kernel.
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from autotune.cli import app\n"
+        f"r = CliRunner().invoke(app, ['search', {MATMUL!r}, '--device', 'cpu', '--trials', '2', '--num-tests', '2',"
+        f" '--shape', 'M=32,N=32,K=32', '--db', {str(tmp_path / 'o.db')!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m in ('torch', 'triton') or m.startswith('autotune_kernel_')))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_kernel_file_bug_stops_cleanly_and_leaves_no_running_trial(sqlite_url):
+    proc = autotune("search", FAULTY, "--device", "cpu", "--shape", "N=13", "--db", sqlite_url, check=False)
+    assert proc.returncode == 2 and "N=13 is unlucky" in proc.stderr and "Traceback" not in proc.stderr
+    import optuna
+
+    store = Store(sqlite_url)
+    study = optuna.load_study(study_name=only_key(store)["study_name"], storage=sqlite_url)
+    states = [t.state for t in study.trials]
+    # the trial in flight was closed as FAIL; enqueued (WAITING) ones stay for the next run to pick up
+    assert optuna.trial.TrialState.FAIL in states and optuna.trial.TrialState.RUNNING not in states

@@ -21,6 +21,8 @@ class Faulty(Kernel):
     dtypes = {"x": "float32"}
 
     def make_inputs(self, shape, device):
+        if shape["N"] == 13:
+            raise ValueError("N=13 is unlucky")  # a bug in the kernel file, not a candidate's failure
         return torch.randn(shape["N"], shape["N"], device=device)
 
     def compile(self, config, x):
