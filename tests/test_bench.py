@@ -114,11 +114,12 @@ def test_twice_the_work_reads_roughly_twice_the_time():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        one = bench_kineto_detailed(work(2), "work_kernel", num_tests=8, device="cpu", suppress_kineto_output=True)
-        two = bench_kineto_detailed(work(4), "work_kernel", num_tests=8, device="cpu", suppress_kineto_output=True)
+        one = bench_kineto_detailed(work(2), "work_kernel", num_tests=12, device="cpu", suppress_kineto_output=True)
+        two = bench_kineto_detailed(work(4), "work_kernel", num_tests=12, device="cpu", suppress_kineto_output=True)
     finally:
         torch.set_num_threads(threads)
-    ratio = two.kernels["work_kernel"].median_s / one.kernels["work_kernel"].median_s
+    # the fastest launch of each is the least disturbed by whatever else the machine runs
+    ratio = two.kernels["work_kernel"].min_s / one.kernels["work_kernel"].min_s
     assert 1.5 < ratio < 2.6, ratio
 
 
