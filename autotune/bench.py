@@ -136,7 +136,9 @@ def default_flush_bytes(device: str, device_index: int | None = None) -> int:
     if device == "cuda":
         import torch
 
-        props = torch.cuda.get_device_properties(device_index if device_index is not None else torch.cuda.current_device())
+        props = torch.cuda.get_device_properties(
+            device_index if device_index is not None else torch.cuda.current_device()
+        )
         l2 = int(getattr(props, "L2_cache_size", 0)) or 64 * 1024 * 1024
         return 2 * l2
     from .env import cpu_llc_bytes
@@ -195,13 +197,17 @@ def _device_events(prof: Any, device: str) -> list[tuple[str, float, float, floa
 def _device_indices(prof: Any) -> set[int]:
     from torch.autograd import DeviceType
 
-    return {e.device_index() for e in prof.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA}
+    return {
+        e.device_index() for e in prof.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA
+    }
 
 
 def _profile(device: str) -> Any:
     import torch
 
-    activity = torch.profiler.ProfilerActivity.CUDA if device == "cuda" else torch.profiler.ProfilerActivity.CPU
+    activity = (
+        torch.profiler.ProfilerActivity.CUDA if device == "cuda" else torch.profiler.ProfilerActivity.CPU
+    )
     return torch.profiler.profile(
         activities=[activity], schedule=torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)
     )
@@ -294,7 +300,9 @@ def bench_kineto_detailed(
     devices = tuple(devices or ())
 
     flusher = _Flusher(dev, devices, flush_bytes) if flush_l2 else None
-    excluded = _excluded_names(dev, flusher, barrier is not None, suppress_kineto_output) if flusher else frozenset()
+    excluded = (
+        _excluded_names(dev, flusher, barrier is not None, suppress_kineto_output) if flusher else frozenset()
+    )
 
     with _suppress_output(suppress_kineto_output):
         prof = _profile(dev)
@@ -370,8 +378,16 @@ def bench_kineto(
     ``AUTOTUNE_USE_NVIDIA_TOOLS`` / ``DG_USE_NVIDIA_TOOLS`` it returns placeholder 1s; use
     :func:`bench_kineto_detailed` to tell (``measured=False``) and for medians, spread and launches."""
     res = bench_kineto_detailed(
-        fn, kernel_names, num_tests, suppress_kineto_output, trace_path, flush_l2, with_multiple_kernels,
-        barrier, flush_bytes=flush_bytes, device=device,
+        fn,
+        kernel_names,
+        num_tests,
+        suppress_kineto_output,
+        trace_path,
+        flush_l2,
+        with_multiple_kernels,
+        barrier,
+        flush_bytes=flush_bytes,
+        device=device,
     )
     if isinstance(kernel_names, str):
         return res.mean_per_launch(kernel_names)

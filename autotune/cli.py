@@ -20,8 +20,12 @@ from rich.table import Table
 
 from .errors import AutotuneError, NotFoundError, SettingsError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Find the fastest correct config of a GPU kernel and keep it in a database.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Find the fastest correct config of a GPU kernel and keep it in a database.",
+)
 db_app = typer.Typer(no_args_is_help=True, help="Database schema commands.")
 app.add_typer(db_app, name="db")
 
@@ -31,9 +35,15 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 _URL_PASSWORD = re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]+)(?P<post>@)")
 
-DbOption = Annotated[str | None, typer.Option("--db", help="Database URL or SQLite path [env: AUTOTUNE_DB]; "
-                                                          "default: the embedded SQLite file")]
-ShapesOption = Annotated[list[str] | None, typer.Option("--shape", help="e.g. M=4096,N=7168,K=2048 (repeatable)")]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="Database URL or SQLite path [env: AUTOTUNE_DB]; default: the embedded SQLite file"
+    ),
+]
+ShapesOption = Annotated[
+    list[str] | None, typer.Option("--shape", help="e.g. M=4096,N=7168,K=2048 (repeatable)")
+]
 
 
 def mask_secrets(text: str) -> str:
@@ -97,25 +107,43 @@ def _fmt_config(config: dict[str, Any] | None) -> str:
 def search(
     file: Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL (see README)")],
     shape: ShapesOption = None,
-    trials: Annotated[int | None, typer.Option(help="New evaluations per shape [env: AUTOTUNE_TRIALS; default 40]")] = None,
+    trials: Annotated[
+        int | None, typer.Option(help="New evaluations per shape [env: AUTOTUNE_TRIALS; default 40]")
+    ] = None,
     timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per shape (0 = none)")] = None,
     sampler: Annotated[str | None, typer.Option(help="tpe (default), random, grid or exhaustive")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampler seed")] = None,
     db: DbOption = None,
     device: Annotated[str | None, typer.Option(help="cuda, cuda:N or cpu (default: cuda if present)")] = None,
     num_tests: Annotated[int | None, typer.Option(help="Timed calls per measurement")] = None,
-    compile_timeout: Annotated[float | None, typer.Option(help="Seconds a config may take to compile")] = None,
-    run_timeout: Annotated[float | None, typer.Option(help="Seconds a config may take to check and time")] = None,
-    compile_workers: Annotated[int | None, typer.Option(help="Processes compiling ahead in exhaustive searches")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")] = None,
+    compile_timeout: Annotated[
+        float | None, typer.Option(help="Seconds a config may take to compile")
+    ] = None,
+    run_timeout: Annotated[
+        float | None, typer.Option(help="Seconds a config may take to check and time")
+    ] = None,
+    compile_workers: Annotated[
+        int | None, typer.Option(help="Processes compiling ahead in exhaustive searches")
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")
+    ] = None,
 ) -> None:
     """Search the fastest correct config of FILE's kernel for each shape; store every trial."""
     from .settings import SearchSettings
     from .tuner import Tuner, parse_shapes
 
-    settings = SearchSettings.from_options(trials=trials, timeout_s=timeout, sampler=sampler, seed=seed, device=device,
-                                           num_tests=num_tests, compile_timeout_s=compile_timeout,
-                                           run_timeout_s=run_timeout, compile_workers=compile_workers)
+    settings = SearchSettings.from_options(
+        trials=trials,
+        timeout_s=timeout,
+        sampler=sampler,
+        seed=seed,
+        device=device,
+        num_tests=num_tests,
+        compile_timeout_s=compile_timeout,
+        run_timeout_s=run_timeout,
+        compile_workers=compile_workers,
+    )
     shapes = parse_shapes(shape)
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
@@ -133,8 +161,15 @@ def search(
 
     from .shapes import format_shape
 
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.fields[best]}"), console=err, transient=False)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[best]}"),
+        console=err,
+        transient=False,
+    )
     tasks: dict[str, Any] = {}
 
     def on_event(ev) -> None:
@@ -147,8 +182,11 @@ def search(
         resolved = tuner.resolve_shapes(shapes)
         # Everything the user gave is valid: only now is the database written to.
         tuner.store = _store(db, create=True)
-        err.print(f"kernel {info.meta['name']} on {info.env['gpu_name']} ({info.device}); "
-                  f"{len(resolved)} shape(s); sampler {settings.sampler}; db {store.masked_url}", highlight=False)
+        err.print(
+            f"kernel {info.meta['name']} on {info.env['gpu_name']} ({info.device}); "
+            f"{len(resolved)} shape(s); sampler {settings.sampler}; db {store.masked_url}",
+            highlight=False,
+        )
         with progress:
             for s in resolved:
                 key = format_shape(s)
@@ -163,10 +201,18 @@ def search(
 
 def _report_dict(r) -> dict[str, Any]:
     return {
-        "shape": r.shape, "study": r.study_name, "evaluations": r.evaluations, "reused": r.reused,
-        "invalid": r.invalid, "statuses": dict(r.statuses), "total_statuses": r.total_statuses,
-        "valid_configs": r.valid_configs, "exhaustive": r.exhaustive, "wall_s": r.wall_s,
-        "best": r.best.to_dict() if r.best else None, "default": r.default.to_dict() if r.default else None,
+        "shape": r.shape,
+        "study": r.study_name,
+        "evaluations": r.evaluations,
+        "reused": r.reused,
+        "invalid": r.invalid,
+        "statuses": dict(r.statuses),
+        "total_statuses": r.total_statuses,
+        "valid_configs": r.valid_configs,
+        "exhaustive": r.exhaustive,
+        "wall_s": r.wall_s,
+        "best": r.best.to_dict() if r.best else None,
+        "default": r.default.to_dict() if r.default else None,
         "speedup": r.speedup,
     }
 
@@ -193,7 +239,9 @@ def _print_reports(reports, kernel: str) -> None:
 @handles_errors
 def best(
     kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. gemm_fp8")],
-    shape: Annotated[str | None, typer.Option(help="e.g. M=4096,N=7168,K=2048 (default: every tuned shape)")] = None,
+    shape: Annotated[
+        str | None, typer.Option(help="e.g. M=4096,N=7168,K=2048 (default: every tuned shape)")
+    ] = None,
     device_name: Annotated[str | None, typer.Option(help="Device name as stored (default: any)")] = None,
     db: DbOption = None,
 ) -> None:
@@ -207,10 +255,22 @@ def best(
         where = f" for {shape}" if shape else ""
         raise NotFoundError(f"no tuned config of {kernel!r}{where} in {store.masked_url}")
     data = [
-        {"kernel": r.kernel_name, "shape": r.dims, "dtypes": r.dtypes, "device": r.device_name, "cc": r.cc,
-         "config": r.config, "time_s": r.time_s, "tflops": r.tflops, "torch": r.torch, "triton": r.triton,
-         "source_hash": r.source_hash, "space_hash": r.space_hash, "env_hash": r.env_hash,
-         "updated_at": str(r.updated_at)}
+        {
+            "kernel": r.kernel_name,
+            "shape": r.dims,
+            "dtypes": r.dtypes,
+            "device": r.device_name,
+            "cc": r.cc,
+            "config": r.config,
+            "time_s": r.time_s,
+            "tflops": r.tflops,
+            "torch": r.torch,
+            "triton": r.triton,
+            "source_hash": r.source_hash,
+            "space_hash": r.space_hash,
+            "env_hash": r.env_hash,
+            "updated_at": str(r.updated_at),
+        }
         for r in rows
     ]
     typer.echo(json.dumps(data[0] if shape and len(data) == 1 else data, indent=2))
@@ -227,8 +287,13 @@ def show(db: DbOption = None) -> None:
         table.add_column(col)
     for r in rows:
         table.add_row(
-            f"{r['kernel']} ({r['source_hash'][:8]})", r["shape"], r["device"], r["study_name"], str(r["trials"]),
-            ", ".join(f"{k}={v}" for k, v in sorted(r["counts"].items())), _fmt_time(r.get("best_time_s")),
+            f"{r['kernel']} ({r['source_hash'][:8]})",
+            r["shape"],
+            r["device"],
+            r["study_name"],
+            str(r["trials"]),
+            ", ".join(f"{k}={v}" for k, v in sorted(r["counts"].items())),
+            _fmt_time(r.get("best_time_s")),
             f"{r['best_tflops']:.3g}" if r.get("best_tflops") else "-",
         )
     out.print(table)
@@ -263,9 +328,13 @@ def db_check(db: DbOption = None) -> None:
 @handles_errors
 def check(
     file: Annotated[Path, typer.Argument(help="Kernel file to check against the contract")],
-    shape: Annotated[str | None, typer.Option(help="Shape to run (default: the smallest default shape)")] = None,
+    shape: Annotated[
+        str | None, typer.Option(help="Shape to run (default: the smallest default shape)")
+    ] = None,
     device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda if present)")] = None,
-    time_it: Annotated[bool, typer.Option("--time/--no-time", help="Also time the default config by name")] = True,
+    time_it: Annotated[
+        bool, typer.Option("--time/--no-time", help="Also time the default config by name")
+    ] = True,
 ) -> None:
     """Conformance check of a kernel file: declarations, space, inputs, default config vs reference, timing."""
     from .conformance import check_kernel_file
@@ -273,7 +342,9 @@ def check(
 
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
-    results = check_kernel_file(file, device=device or "", shape=parse_shape(shape) if shape else None, time_it=time_it)
+    results = check_kernel_file(
+        file, device=device or "", shape=parse_shape(shape) if shape else None, time_it=time_it
+    )
     failed = 0
     for r in results:
         mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
@@ -306,8 +377,11 @@ def space(
         if n < show_configs:
             out.print(_fmt_config(cfg), highlight=False)
         n += 1
-    out.print(f"{sp.name}: {len(sp.params)} params, {sp.size_unconstrained()} combinations, {n} valid on {facts}; "
-              f"hash {sp.hash()[:16]}", highlight=False)
+    out.print(
+        f"{sp.name}: {len(sp.params)} params, {sp.size_unconstrained()} combinations, {n} valid on {facts}; "
+        f"hash {sp.hash()[:16]}",
+        highlight=False,
+    )
 
 
 @app.command()
@@ -315,7 +389,9 @@ def space(
 def bench(
     file: Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL")],
     shape: ShapesOption = None,
-    config: Annotated[str | None, typer.Option(help="Config as JSON (default: the kernel's default config)")] = None,
+    config: Annotated[
+        str | None, typer.Option(help="Config as JSON (default: the kernel's default config)")
+    ] = None,
     device: Annotated[str | None, typer.Option(help="cuda, cuda:N or cpu")] = None,
     num_tests: Annotated[int, typer.Option(help="Timed calls per measurement")] = 30,
 ) -> None:
@@ -343,9 +419,15 @@ def bench(
         targets = [check_shape(s, info.meta["shape_params"]) for s in (shapes or info.meta["default_shapes"])]
         for s in targets:
             r = worker.evaluate(cfg, s, num_tests=num_tests)
-            table.add_row(format_shape(s), _fmt_config(cfg), r.status.value, _fmt_time(r.time_s),
-                          f"{r.tflops:.3g}" if r.tflops else "-", f"{r.gbps:.3g}" if r.gbps else "-",
-                          f"{r.spread:.1%}" if r.spread is not None else (r.error or "")[:60])
+            table.add_row(
+                format_shape(s),
+                _fmt_config(cfg),
+                r.status.value,
+                _fmt_time(r.time_s),
+                f"{r.tflops:.3g}" if r.tflops else "-",
+                f"{r.gbps:.3g}" if r.gbps else "-",
+                f"{r.spread:.1%}" if r.spread is not None else (r.error or "")[:60],
+            )
     out.print(table)
 
 
@@ -356,7 +438,9 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as exc:  # a bug, not a user error: still never print a password
-        err.print(f"[bold red]internal error:[/] {mask_secrets(f'{type(exc).__name__}: {exc}')}", highlight=False)
+        err.print(
+            f"[bold red]internal error:[/] {mask_secrets(f'{type(exc).__name__}: {exc}')}", highlight=False
+        )
         sys.exit(3)
 
 

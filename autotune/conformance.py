@@ -33,8 +33,9 @@ def _tensors(obj: Any) -> list[Any]:
     return []
 
 
-def check_kernel_file(path: str | os.PathLike[str], device: str = "", shape: Shape | None = None,
-                      time_it: bool = True) -> list[Check]:
+def check_kernel_file(
+    path: str | os.PathLike[str], device: str = "", shape: Shape | None = None, time_it: bool = True
+) -> list[Check]:
     """Run every check; never raises for a failed check (each is a ``Check`` with ``ok=False``)."""
     from .env import device_facts
     from .kernel import load_kernel_file
@@ -72,7 +73,9 @@ def check_kernel_file(path: str | os.PathLike[str], device: str = "", shape: Sha
         state["space"] = sp
         problems = sp.check(dict(k.kernel.default_config), facts)
         if problems:
-            raise AutotuneError(f"default_config {dict(k.kernel.default_config)} is invalid on {dev}: {'; '.join(problems)}")
+            raise AutotuneError(
+                f"default_config {dict(k.kernel.default_config)} is invalid on {dev}: {'; '.join(problems)}"
+            )
         return f"{sp.count(facts)} valid configs on {dev}; default config is valid; hash {sp.hash()[:12]}"
 
     step("space", space)
@@ -133,8 +136,13 @@ def check_kernel_file(path: str | os.PathLike[str], device: str = "", shape: Sha
         def timing() -> str:
             from .bench import bench_kineto_detailed
 
-            res = bench_kineto_detailed(state["launcher"], k.timed_kernels(dict(k.kernel.default_config)),
-                                        num_tests=5, suppress_kineto_output=True, device="cuda" if dev.startswith("cuda") else "cpu")
+            res = bench_kineto_detailed(
+                state["launcher"],
+                k.timed_kernels(dict(k.kernel.default_config)),
+                num_tests=5,
+                suppress_kineto_output=True,
+                device="cuda" if dev.startswith("cuda") else "cpu",
+            )
             matched = "; ".join(f"{n} -> {', '.join(st.matched)}" for n, st in res.kernels.items())
             return f"{res.per_call_s * 1e6:.1f} us per call; {matched}"
 
@@ -142,7 +150,9 @@ def check_kernel_file(path: str | os.PathLike[str], device: str = "", shape: Sha
     return checks
 
 
-def assert_conforms(path: str | os.PathLike[str], device: str = "", shape: Shape | None = None, time_it: bool = True) -> None:
+def assert_conforms(
+    path: str | os.PathLike[str], device: str = "", shape: Shape | None = None, time_it: bool = True
+) -> None:
     """For a kernel author's test suite: fail with every failed check listed."""
     failed = [c for c in check_kernel_file(path, device, shape, time_it) if not c.ok]
     assert not failed, "; ".join(f"{c.name}: {c.detail}" for c in failed)

@@ -29,10 +29,24 @@ FACT_NAMES = {
 
 #: facts of devices we tune for, so spaces can be enumerated and checked on a machine without that GPU
 DEVICE_PRESETS: dict[str, dict[str, int]] = {
-    "h200": {"smem_per_block": 232448, "sm_count": 132, "l2_bytes": 60 * 1024 * 1024, "cc": 90, "cc_major": 9,
-             "cc_minor": 0, "warp_size": 32},
-    "h100": {"smem_per_block": 232448, "sm_count": 132, "l2_bytes": 50 * 1024 * 1024, "cc": 90, "cc_major": 9,
-             "cc_minor": 0, "warp_size": 32},
+    "h200": {
+        "smem_per_block": 232448,
+        "sm_count": 132,
+        "l2_bytes": 60 * 1024 * 1024,
+        "cc": 90,
+        "cc_major": 9,
+        "cc_minor": 0,
+        "warp_size": 32,
+    },
+    "h100": {
+        "smem_per_block": 232448,
+        "sm_count": 132,
+        "l2_bytes": 50 * 1024 * 1024,
+        "cc": 90,
+        "cc_major": 9,
+        "cc_minor": 0,
+        "warp_size": 32,
+    },
 }
 
 
@@ -65,7 +79,9 @@ def device_facts(device: str) -> dict[str, int]:
         import torch
 
         props = torch.cuda.get_device_properties(torch.device(device))
-        smem = getattr(props, "shared_memory_per_block_optin", 0) or getattr(props, "shared_memory_per_block", 0)
+        smem = getattr(props, "shared_memory_per_block_optin", 0) or getattr(
+            props, "shared_memory_per_block", 0
+        )
         return {
             "smem_per_block": int(smem),
             "sm_count": int(props.multi_processor_count),
@@ -125,7 +141,9 @@ def _driver_version() -> str:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         if out.returncode == 0 and out.stdout.strip():
             return out.stdout.strip().splitlines()[0]
@@ -143,7 +161,11 @@ def software_versions() -> dict[str, str]:
         triton_version = triton.__version__
     except Exception:
         triton_version = "none"
-    return {"torch": torch.__version__.split("+")[0], "triton": triton_version, "cuda": torch.version.cuda or "none"}
+    return {
+        "torch": torch.__version__.split("+")[0],
+        "triton": triton_version,
+        "cuda": torch.version.cuda or "none",
+    }
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -153,8 +175,12 @@ def environment(device: str) -> dict[str, Any]:
         import torch
 
         props = torch.cuda.get_device_properties(torch.device(device))
-        env.update(gpu_name=props.name, cc=f"{props.major}.{props.minor}", sm_count=int(props.multi_processor_count),
-                   driver=_driver_version())
+        env.update(
+            gpu_name=props.name,
+            cc=f"{props.major}.{props.minor}",
+            sm_count=int(props.multi_processor_count),
+            driver=_driver_version(),
+        )
     else:
         env.update(gpu_name=cpu_name(), cc="cpu", sm_count=os.cpu_count() or 1, driver="none")
     env.update(software_versions())

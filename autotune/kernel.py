@@ -148,7 +148,10 @@ class LoadedKernel:
         return self.kernel.name
 
     def default_shapes(self) -> list[Shape]:
-        return [check_shape(s, self.shape_params, what=f"default shape {dict(s)}") for s in self.kernel.default_shapes]
+        return [
+            check_shape(s, self.shape_params, what=f"default shape {dict(s)}")
+            for s in self.kernel.default_shapes
+        ]
 
     def dtypes(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in (getattr(self.kernel, "dtypes", None) or {}).items()}
@@ -162,7 +165,9 @@ class LoadedKernel:
         fn = getattr(self.kernel, "compare", None)
         if callable(fn):
             return fn(out, ref)
-        return compare_tensors(out, ref, getattr(self.kernel, "rtol", 1e-2), getattr(self.kernel, "atol", 1e-2))
+        return compare_tensors(
+            out, ref, getattr(self.kernel, "rtol", 1e-2), getattr(self.kernel, "atol", 1e-2)
+        )
 
     def bytes_moved(self, shape: Shape) -> float:
         fn = getattr(self.kernel, "bytes_moved", None)
@@ -207,7 +212,9 @@ def _import_file(path: Path):
         sys.modules.pop(module_name, None)
         tb = traceback.extract_tb(exc.__traceback__)
         where = next((f"{path}:{f.lineno}" for f in reversed(tb) if Path(f.filename) == path), str(path))
-        raise KernelFileError(f"{where}: importing the kernel file failed: {type(exc).__name__}: {exc}") from None
+        raise KernelFileError(
+            f"{where}: importing the kernel file failed: {type(exc).__name__}: {exc}"
+        ) from None
     finally:
         try:
             sys.path.remove(str(path.parent))
@@ -221,7 +228,11 @@ def spaces_search_path(kernel_path: Path) -> list[Path]:
     dirs = []
     if os.environ.get("AUTOTUNE_SPACES_DIR"):
         dirs.append(Path(os.environ["AUTOTUNE_SPACES_DIR"]))
-    dirs += [kernel_path.parent / "search_spaces", kernel_path.parent.parent / "search_spaces", Path.cwd() / "search_spaces"]
+    dirs += [
+        kernel_path.parent / "search_spaces",
+        kernel_path.parent.parent / "search_spaces",
+        Path.cwd() / "search_spaces",
+    ]
     return dirs
 
 

@@ -57,7 +57,9 @@ class SearchSettings:
             raise SettingsError(f"--compile-workers must be >= 0 (got {self.compile_workers})")
         if self.num_tests < 1:
             raise SettingsError(f"--num-tests must be at least 1 (got {self.num_tests})")
-        if self.device and not (self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")):
+        if self.device and not (
+            self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")
+        ):
             raise SettingsError(f"unknown device {self.device!r}: expected cpu, cuda or cuda:N")
 
     @classmethod

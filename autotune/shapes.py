@@ -53,7 +53,9 @@ def check_shape(shape: Mapping[str, object], params: Sequence[str] | None = None
                 parts.append("missing " + ", ".join(missing))
             if extra:
                 parts.append("unknown " + ", ".join(extra))
-            raise ShapeError(f"bad shape {label}: {'; '.join(parts)} (this kernel's shape is {','.join(params)})")
+            raise ShapeError(
+                f"bad shape {label}: {'; '.join(parts)} (this kernel's shape is {','.join(params)})"
+            )
         out = {p: out[p] for p in params}
     return out
 

@@ -95,14 +95,20 @@ def _suggest(trial: Any, space: Space, facts: dict[str, int]) -> dict[str, Any]:
 class Tuner:
     """Searches one kernel file's shapes on one device. Use as a context manager (owns the worker)."""
 
-    def __init__(self, kernel_path: str, store: Any, settings: SearchSettings,
-                 on_event: Callable[[TrialEvent], None] | None = None):
+    def __init__(
+        self,
+        kernel_path: str,
+        store: Any,
+        settings: SearchSettings,
+        on_event: Callable[[TrialEvent], None] | None = None,
+    ):
         self.kernel_path = kernel_path
         self.store = store
         self.settings = settings
         self.on_event = on_event
-        self.worker = Worker(kernel_path, settings.device, env=settings.worker_env,
-                             start_timeout_s=settings.start_timeout_s)
+        self.worker = Worker(
+            kernel_path, settings.device, env=settings.worker_env, start_timeout_s=settings.start_timeout_s
+        )
         self.info: WorkerInfo | None = None
         self.space: Space | None = None
         self._pool: list[Worker] = []
@@ -135,13 +141,26 @@ class Tuner:
         meta, facts, s = self.info.meta, self.info.facts, self.settings
         space = self.space
         shape_key = format_shape(shape)
-        key = self.store.ensure_key(meta["name"], meta["source_hash"], space.hash(), space.to_dict(), dict(shape),
-                                    shape_key, meta["dtypes"], self.info.env)
+        key = self.store.ensure_key(
+            meta["name"],
+            meta["source_hash"],
+            space.hash(),
+            space.to_dict(),
+            dict(shape),
+            shape_key,
+            meta["dtypes"],
+            self.info.env,
+        )
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         storage = optuna.storages.RDBStorage(self.store.url, engine_kwargs=self.store.optuna_engine_kwargs())
-        study = optuna.create_study(study_name=key.study_name, storage=storage, direction="minimize",
-                                    sampler=_make_sampler(s.sampler, s.seed), load_if_exists=True)
+        study = optuna.create_study(
+            study_name=key.study_name,
+            storage=storage,
+            direction="minimize",
+            sampler=_make_sampler(s.sampler, s.seed),
+            load_if_exists=True,
+        )
         started = time.monotonic()
         deadline = started + s.timeout_s if s.timeout_s > 0 else math.inf
         report = ShapeReport(shape, shape_key, key.study_name, None, None, 0, 0, 0)
@@ -149,7 +168,9 @@ class Tuner:
         default = dict(meta["default_config"])
         default_problems = space.check(default, facts)
         if default_problems:
-            log.warning("default config %s is not valid in the space: %s", default, "; ".join(default_problems))
+            log.warning(
+                "default config %s is not valid in the space: %s", default, "; ".join(default_problems)
+            )
 
         valid: list[dict[str, Any]] | None = None
         try:
@@ -220,9 +241,15 @@ class Tuner:
         from concurrent.futures import ThreadPoolExecutor
 
         if not self._pool:
-            self._pool = [Worker(self.kernel_path, self.settings.device, env=self.settings.worker_env,
-                                 start_timeout_s=self.settings.start_timeout_s)
-                          for _ in range(self.settings.compile_workers)]
+            self._pool = [
+                Worker(
+                    self.kernel_path,
+                    self.settings.device,
+                    env=self.settings.worker_env,
+                    start_timeout_s=self.settings.start_timeout_s,
+                )
+                for _ in range(self.settings.compile_workers)
+            ]
         todo = list(configs)
         lock = threading.Lock()
         failed = Counter()
@@ -240,10 +267,17 @@ class Tuner:
         t0 = time.monotonic()
         with ThreadPoolExecutor(len(self._pool)) as ex:
             list(ex.map(drain, self._pool))
-        log.info("precompiled %d configs in %.1f s with %d processes (%s)", len(configs), time.monotonic() - t0,
-                 len(self._pool), dict(failed) or "no failures")
+        log.info(
+            "precompiled %d configs in %.1f s with %d processes (%s)",
+            len(configs),
+            time.monotonic() - t0,
+            len(self._pool),
+            dict(failed) or "no failures",
+        )
 
-    def _step(self, study: Any, trial: Any, key_id: int, shape: Shape, report: ShapeReport, seen: set[str]) -> bool:
+    def _step(
+        self, study: Any, trial: Any, key_id: int, shape: Shape, report: ShapeReport, seen: set[str]
+    ) -> bool:
         """Handle one proposal; True if it was evaluated (new), False if it was invalid or already known."""
         assert self.info is not None and self.space is not None
         s, facts = self.settings, self.info.facts
@@ -259,8 +293,13 @@ class Tuner:
             self._finish(study, trial, key_id, known, report, reused=True)
             return False
         started = datetime.now(timezone.utc)
-        res = self.worker.evaluate(config, dict(shape), num_tests=s.num_tests, compile_timeout_s=s.compile_timeout_s,
-                                   run_timeout_s=s.run_timeout_s)
+        res = self.worker.evaluate(
+            config,
+            dict(shape),
+            num_tests=s.num_tests,
+            compile_timeout_s=s.compile_timeout_s,
+            run_timeout_s=s.run_timeout_s,
+        )
         res.worker = res.worker or f"{self.info.env.get('hostname')}:worker"
         res.hostname = res.hostname or self.info.env.get("hostname")
         report.evaluations += 1
@@ -271,16 +310,26 @@ class Tuner:
     def _evaluated_hashes(self, key_id: int) -> set[str]:
         return {config_hash(t.config) for t in self.store.trials(key_id)}
 
-    def _finish(self, study: Any, trial: Any, key_id: int, res: TrialResult, report: ShapeReport, *, reused: bool,
-                started_at: datetime | None = None) -> None:
+    def _finish(
+        self,
+        study: Any,
+        trial: Any,
+        key_id: int,
+        res: TrialResult,
+        report: ShapeReport,
+        *,
+        reused: bool,
+        started_at: datetime | None = None,
+    ) -> None:
         from optuna.trial import TrialState
 
         now = datetime.now(timezone.utc)
         if reused:
             report.reused += 1
         else:
-            self.store.record_trial(key_id, res, optuna_trial_number=trial.number, started_at=started_at or now,
-                                    finished_at=now)
+            self.store.record_trial(
+                key_id, res, optuna_trial_number=trial.number, started_at=started_at or now, finished_at=now
+            )
             report.statuses[res.status.value] += 1
             if res.status is TrialStatus.INVALID:
                 report.invalid += 1
@@ -297,8 +346,12 @@ class Tuner:
         if self.on_event is not None:
             best = None
             if best_row is not None:
-                best = TrialResult(TrialStatus.OK, best_row.config, time_s=best_row.time_s, tflops=best_row.tflops)
-            self.on_event(TrialEvent(dict(report.shape), res, reused, report.evaluations, report.budget, best))
+                best = TrialResult(
+                    TrialStatus.OK, best_row.config, time_s=best_row.time_s, tflops=best_row.tflops
+                )
+            self.on_event(
+                TrialEvent(dict(report.shape), res, reused, report.evaluations, report.budget, best)
+            )
 
 
 def parse_shapes(texts: list[str] | None) -> list[dict[str, int]]:

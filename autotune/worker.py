@@ -26,8 +26,15 @@ from .errors import AutotuneError, KernelFileError
 from .trial import TrialResult, TrialStatus
 
 #: text in an exception that means the CUDA context is unusable: the child must be replaced
-_STICKY_CUDA = ("illegal memory access", "unspecified launch failure", "device-side assert", "CUDA error",
-                "misaligned address", "illegal instruction", "an illegal")
+_STICKY_CUDA = (
+    "illegal memory access",
+    "unspecified launch failure",
+    "device-side assert",
+    "CUDA error",
+    "misaligned address",
+    "illegal instruction",
+    "an illegal",
+)
 
 
 @dataclass
@@ -71,7 +78,9 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str]) -
         conn.send(("error", (type(exc).__name__, str(exc))))
         return
     except Exception as exc:
-        conn.send(("error", ("KernelFileError", f"{kernel_path}: worker failed to start: {_short_error(exc)}")))
+        conn.send(
+            ("error", ("KernelFileError", f"{kernel_path}: worker failed to start: {_short_error(exc)}"))
+        )
         return
     conn.send(("ready", info))
 
@@ -99,7 +108,12 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str]) -
                 ref = loaded.kernel.reference(inputs)
                 cached_shape = dict(shape)
         except Exception as exc:
-            conn.send(("shape_error", f"{loaded.path}: building inputs/reference for {shape} failed: {_short_error(exc)}"))
+            conn.send(
+                (
+                    "shape_error",
+                    f"{loaded.path}: building inputs/reference for {shape} failed: {_short_error(exc)}",
+                )
+            )
             cached_shape = None
             continue
         t0 = time.perf_counter()
@@ -130,7 +144,10 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str]) -
                 result.status, result.error = TrialStatus.WRONG_RESULT, mismatch
             else:
                 bench = bench_kineto_detailed(
-                    launcher, loaded.timed_kernels(config), num_tests=num_tests, suppress_kineto_output=True,
+                    launcher,
+                    loaded.timed_kernels(config),
+                    num_tests=num_tests,
+                    suppress_kineto_output=True,
                     device="cuda" if device.startswith("cuda") else "cpu",
                 )
                 result.measured = bench.measured
@@ -169,8 +186,14 @@ class ShapeInputError(AutotuneError):
 class Worker:
     """Parent-side handle of the evaluation child. Restarts it after a crash, hang or sticky CUDA error."""
 
-    def __init__(self, kernel_path: str, device: str = "", *, env: dict[str, str] | None = None,
-                 start_timeout_s: float = 300.0):
+    def __init__(
+        self,
+        kernel_path: str,
+        device: str = "",
+        *,
+        env: dict[str, str] | None = None,
+        start_timeout_s: float = 300.0,
+    ):
         self.kernel_path = str(kernel_path)
         self.device = device
         self.env = dict(env or {})
@@ -187,18 +210,24 @@ class Worker:
 
     def start(self) -> WorkerInfo:
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_child_main, args=(child, self.kernel_path, self.device, self.env), daemon=True)
+        proc = self._ctx.Process(
+            target=_child_main, args=(child, self.kernel_path, self.device, self.env), daemon=True
+        )
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent
         if not parent.poll(self.start_timeout_s):
             self._kill()
-            raise KernelFileError(f"{self.kernel_path}: the worker did not start within {self.start_timeout_s:.0f} s")
+            raise KernelFileError(
+                f"{self.kernel_path}: the worker did not start within {self.start_timeout_s:.0f} s"
+            )
         try:
             kind, payload = parent.recv()
         except EOFError:
             code = self._reap()
-            raise KernelFileError(f"{self.kernel_path}: the worker died while loading the kernel file ({_signal_name(code)})") from None
+            raise KernelFileError(
+                f"{self.kernel_path}: the worker died while loading the kernel file ({_signal_name(code)})"
+            ) from None
         if kind == "error":
             self._reap()
             self._kill()
@@ -229,18 +258,34 @@ class Worker:
         self.restarts += 1
         self.start()
 
-    def precompile(self, config: dict[str, Any], shape: dict[str, int], *, compile_timeout_s: float = 180.0) -> TrialResult:
+    def precompile(
+        self, config: dict[str, Any], shape: dict[str, int], *, compile_timeout_s: float = 180.0
+    ) -> TrialResult:
         """Compile only (no check, no timing): fills the compiler's disk cache ahead of the timing worker.
         The result's status says whether compilation worked; it is not a trial to store."""
         return self._request("compile", config, shape, 0, compile_timeout_s, compile_timeout_s)
 
-    def evaluate(self, config: dict[str, Any], shape: dict[str, int], *, num_tests: int = 30,
-                 compile_timeout_s: float = 180.0, run_timeout_s: float = 120.0) -> TrialResult:
+    def evaluate(
+        self,
+        config: dict[str, Any],
+        shape: dict[str, int],
+        *,
+        num_tests: int = 30,
+        compile_timeout_s: float = 180.0,
+        run_timeout_s: float = 120.0,
+    ) -> TrialResult:
         """Compile, check and time one config. Never raises for a candidate's failure: that is a status."""
         return self._request("eval", config, shape, num_tests, compile_timeout_s, run_timeout_s)
 
-    def _request(self, kind: str, config: dict[str, Any], shape: dict[str, int], num_tests: int,
-                 compile_timeout_s: float, run_timeout_s: float) -> TrialResult:
+    def _request(
+        self,
+        kind: str,
+        config: dict[str, Any],
+        shape: dict[str, int],
+        num_tests: int,
+        compile_timeout_s: float,
+        run_timeout_s: float,
+    ) -> TrialResult:
         if self._proc is None or not self._proc.is_alive():
             self._restart() if self.info is not None else self.start()
         conn = self._conn
@@ -251,15 +296,23 @@ class Worker:
             t0 = time.perf_counter()
             if not conn.poll(deadline):
                 self._kill()
-                return TrialResult(TrialStatus.TIMEOUT, dict(config), compile_s=compile_s,
-                                   error=f"{phase} did not finish within {deadline:.0f} s; worker restarted")
+                return TrialResult(
+                    TrialStatus.TIMEOUT,
+                    dict(config),
+                    compile_s=compile_s,
+                    error=f"{phase} did not finish within {deadline:.0f} s; worker restarted",
+                )
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
                 code = self._reap()
                 self._kill()
-                return TrialResult(TrialStatus.CRASHED, dict(config), compile_s=compile_s,
-                                   error=f"worker {_signal_name(code)} during {phase}; worker restarted")
+                return TrialResult(
+                    TrialStatus.CRASHED,
+                    dict(config),
+                    compile_s=compile_s,
+                    error=f"worker {_signal_name(code)} during {phase}; worker restarted",
+                )
             if msg[0] == "compiled":
                 phase, deadline, compile_s = "run", run_timeout_s, msg[1]
                 continue

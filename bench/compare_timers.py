@@ -26,13 +26,22 @@ from autotune.bench import bench_kineto, bench_kineto_detailed  # noqa: E402
 from autotune.kernel import load_kernel_file  # noqa: E402
 
 
-def recipe_bench_kineto(fn, kernel_names, num_tests=30, suppress_kineto_output=False, trace_path=None,
-                        flush_l2=True, with_multiple_kernels=False):
+def recipe_bench_kineto(
+    fn,
+    kernel_names,
+    num_tests=30,
+    suppress_kineto_output=False,
+    trace_path=None,
+    flush_l2=True,
+    with_multiple_kernels=False,
+):
     """The seed recipe as written (DeepGEMM's bench_kineto): 8 GB flush, parses the profiler's text table."""
     flush_l2_size = int(8e9 // 4)
     fn()  # pre-warm
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA],
-                                schedule=torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CUDA],
+        schedule=torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1),
+    ) as prof:
         for _ in range(2):
             for _ in range(num_tests):
                 if flush_l2:
@@ -45,7 +54,9 @@ def recipe_bench_kineto(fn, kernel_names, num_tests=30, suppress_kineto_output=F
     kernel_names = (kernel_names,) if isinstance(kernel_names, str) else kernel_names
     if not with_multiple_kernels:
         for name in kernel_names:
-            assert sum([name in line for line in prof_lines]) <= 1, f"Errors of the kernel {name} in the profiling table"
+            assert sum([name in line for line in prof_lines]) <= 1, (
+                f"Errors of the kernel {name} in the profiling table"
+            )
     units = {"ms": 1e3, "us": 1e6}
     kernel_durations = []
     for name in kernel_names:
@@ -66,8 +77,11 @@ def recipe_bench_kineto(fn, kernel_names, num_tests=30, suppress_kineto_output=F
 
 def cuda_events(fn, num_tests=30, flush_bytes=None):
     """CUDA events around each call, L2 flushed before each: measures launch overhead too."""
-    buf = torch.empty(int((flush_bytes or 2 * torch.cuda.get_device_properties(0).L2_cache_size) // 4),
-                      dtype=torch.int, device="cuda")
+    buf = torch.empty(
+        int((flush_bytes or 2 * torch.cuda.get_device_properties(0).L2_cache_size) // 4),
+        dtype=torch.int,
+        device="cuda",
+    )
     fn()
     torch.cuda.synchronize()
     times = []
@@ -89,12 +103,20 @@ def repeat(measure, n=5):
         try:
             vals.append(measure())
         except Exception as exc:  # the recipe's table parsing may break on this torch: that is a finding
-            return {"error": f"{type(exc).__name__}: {exc}"[:300], "mean_us": float("nan"), "spread_pct": float("nan"),
-                    "wall_ms": float("nan")}
+            return {
+                "error": f"{type(exc).__name__}: {exc}"[:300],
+                "mean_us": float("nan"),
+                "spread_pct": float("nan"),
+                "wall_ms": float("nan"),
+            }
         walls.append(time.perf_counter() - t0)
     mean = statistics.fmean(vals)
-    return {"mean_us": mean * 1e6, "spread_pct": (max(vals) - min(vals)) / mean * 100 if mean else 0.0,
-            "wall_ms": statistics.fmean(walls) * 1e3, "values_us": [v * 1e6 for v in vals]}
+    return {
+        "mean_us": mean * 1e6,
+        "spread_pct": (max(vals) - min(vals)) / mean * 100 if mean else 0.0,
+        "wall_ms": statistics.fmean(walls) * 1e3,
+        "values_us": [v * 1e6 for v in vals],
+    }
 
 
 def main() -> None:
@@ -113,7 +135,10 @@ def main() -> None:
         "large": dict(k.kernel.default_config),
     }
     props = torch.cuda.get_device_properties(0)
-    rows, results = [], {"gpu": props.name, "l2_bytes": props.L2_cache_size, "num_tests": args.num_tests, "cases": []}
+    rows, results = (
+        [],
+        {"gpu": props.name, "l2_bytes": props.L2_cache_size, "num_tests": args.num_tests, "cases": []},
+    )
     nt = args.num_tests
     for label, shape in shapes.items():
         inputs = k.kernel.make_inputs(dict(shape), "cuda")
@@ -123,24 +148,47 @@ def main() -> None:
         }
         for impl, (fn, name) in cases.items():
             m = {
-                "kineto_2xL2": repeat(lambda fn=fn, name=name: bench_kineto(fn, name, num_tests=nt, suppress_kineto_output=True)),
-                "recipe_8GB": repeat(lambda fn=fn, name=name: recipe_bench_kineto(fn, name, num_tests=nt, suppress_kineto_output=True)),
+                "kineto_2xL2": repeat(
+                    lambda fn=fn, name=name: bench_kineto(fn, name, num_tests=nt, suppress_kineto_output=True)
+                ),
+                "recipe_8GB": repeat(
+                    lambda fn=fn, name=name: recipe_bench_kineto(
+                        fn, name, num_tests=nt, suppress_kineto_output=True
+                    )
+                ),
                 "do_bench": repeat(lambda fn=fn: triton.testing.do_bench(fn) / 1e3),
                 "cuda_events": repeat(lambda fn=fn: cuda_events(fn, nt)),
-                "kineto_noflush": repeat(lambda fn=fn, name=name: bench_kineto(fn, name, num_tests=nt, flush_l2=False, suppress_kineto_output=True)),
-                "kineto_8GB": repeat(lambda fn=fn, name=name: bench_kineto(fn, name, num_tests=nt, flush_bytes=int(8e9), suppress_kineto_output=True)),
+                "kineto_noflush": repeat(
+                    lambda fn=fn, name=name: bench_kineto(
+                        fn, name, num_tests=nt, flush_l2=False, suppress_kineto_output=True
+                    )
+                ),
+                "kineto_8GB": repeat(
+                    lambda fn=fn, name=name: bench_kineto(
+                        fn, name, num_tests=nt, flush_bytes=int(8e9), suppress_kineto_output=True
+                    )
+                ),
             }
             det = bench_kineto_detailed(fn, name, num_tests=nt, suppress_kineto_output=True)
             flops = 2 * shape["M"] * shape["N"] * shape["K"]
-            case = {"size": label, "impl": impl, "shape": shape, "kernel": list(det.kernels[name].matched),
-                    "median_us": det.kernels[name].median_s * 1e6, "in_run_spread": det.kernels[name].spread,
-                    "tflops": flops / det.kernels[name].median_s / 1e12, "methods": m}
+            case = {
+                "size": label,
+                "impl": impl,
+                "shape": shape,
+                "kernel": list(det.kernels[name].matched),
+                "median_us": det.kernels[name].median_s * 1e6,
+                "in_run_spread": det.kernels[name].spread,
+                "tflops": flops / det.kernels[name].median_s / 1e12,
+                "methods": m,
+            }
             results["cases"].append(case)
             for meth, v in m.items():
                 rows.append((label, impl, meth, v["mean_us"], v["spread_pct"], v["wall_ms"]))
             print(f"done {label} {impl}: kernel {case['kernel'][0][:60]}", flush=True)
     Path(args.out, "compare_timers.json").write_text(json.dumps(results, indent=2))
-    print(f"\nGPU: {props.name}; L2 {props.L2_cache_size / 2**20:.0f} MiB; {args.num_tests} calls per measurement; 5 repeats")
+    print(
+        f"\nGPU: {props.name}; L2 {props.L2_cache_size / 2**20:.0f} MiB; {args.num_tests} calls per measurement; 5 repeats"
+    )
     print(f"{'size':6} {'impl':10} {'method':15} {'mean us':>10} {'spread %':>9} {'wall ms':>9}")
     for r in rows:
         print(f"{r[0]:6} {r[1]:10} {r[2]:15} {r[3]:10.2f} {r[4]:9.2f} {r[5]:9.1f}")

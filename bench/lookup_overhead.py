@@ -1,6 +1,6 @@
 """Cost of the runtime lookup `autotune.best_config`: first call (one read-only query) and cache hits.
 
-    PYTHONPATH=. python bench/lookup_overhead.py --db tuned.db --kernel gemm_fp8 --shape M=64,N=2112,K=7168
+PYTHONPATH=. python bench/lookup_overhead.py --db tuned.db --kernel gemm_fp8 --shape M=64,N=2112,K=7168
 """
 
 from __future__ import annotations

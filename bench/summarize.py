@@ -1,6 +1,6 @@
 """Turn the recorded H200 data in bench/results/ and bench/landscapes/ into the tables of bench/RESULTS.md.
 
-    python bench/summarize.py            # prints markdown
+python bench/summarize.py            # prints markdown
 """
 
 from __future__ import annotations
@@ -26,31 +26,54 @@ def landscapes() -> dict[str, dict]:
 
 def timer_table() -> str:
     d = json.loads((HERE / "results" / "compare_timers.json").read_text())
-    rows = [f"GPU {d['gpu']}, L2 {d['l2_bytes'] / 2**20:.0f} MiB, {d['num_tests']} calls per measurement, 5 repeats.\n",
-            "| GEMM | impl | kernel | method | mean µs | spread over 5 repeats | wall ms / measurement |",
-            "|---|---|---|---|---:|---:|---:|"]
+    rows = [
+        f"GPU {d['gpu']}, L2 {d['l2_bytes'] / 2**20:.0f} MiB, {d['num_tests']} calls per measurement, 5 repeats.\n",
+        "| GEMM | impl | kernel | method | mean µs | spread over 5 repeats | wall ms / measurement |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
     for c in d["cases"]:
         for meth, v in c["methods"].items():
             if "error" in v:
-                rows.append(f"| {c['size']} {shape_key(c['shape'])} | {c['impl']} | `{c['kernel'][0][:28]}` | {meth} | "
-                            f"error: {v['error'][:60]} | | |")
+                rows.append(
+                    f"| {c['size']} {shape_key(c['shape'])} | {c['impl']} | `{c['kernel'][0][:28]}` | {meth} | "
+                    f"error: {v['error'][:60]} | | |"
+                )
                 continue
-            rows.append(f"| {c['size']} {shape_key(c['shape'])} | {c['impl']} | `{c['kernel'][0][:28]}` | {meth} | "
-                        f"{v['mean_us']:.2f} | {v['spread_pct']:.2f} % | {v['wall_ms']:.1f} |")
+            rows.append(
+                f"| {c['size']} {shape_key(c['shape'])} | {c['impl']} | `{c['kernel'][0][:28]}` | {meth} | "
+                f"{v['mean_us']:.2f} | {v['spread_pct']:.2f} % | {v['wall_ms']:.1f} |"
+            )
     return "\n".join(rows)
 
 
 def landscape_table() -> str:
-    rows = ["| shape | valid | ok | failed | best µs | best TFLOP/s | cuBLASLt µs | cuBLASLt TFLOP/s | best / cuBLASLt speed | "
-            "median config µs | default µs | best config |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    rows = [
+        "| shape | valid | ok | failed | best µs | best TFLOP/s | cuBLASLt µs | cuBLASLt TFLOP/s | best / cuBLASLt speed | "
+        "median config µs | default µs | best config |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for key, d in landscapes().items():
         ok = [c for c in d["configs"] if c["status"] == "ok"]
         best = min(ok, key=lambda c: c["time_s"])
         flops = 2 * d["shape"]["M"] * d["shape"]["N"] * d["shape"]["K"]
-        default = next((c for c in ok if c["config"] == {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8,
-                                                         "num_stages": 3, "num_warps": 8, "USE_TMA": False,
-                                                         "SPLIT_K": 1}), None)
+        default = next(
+            (
+                c
+                for c in ok
+                if c["config"]
+                == {
+                    "BLOCK_M": 128,
+                    "BLOCK_N": 128,
+                    "BLOCK_K": 128,
+                    "GROUP_M": 8,
+                    "num_stages": 3,
+                    "num_warps": 8,
+                    "USE_TMA": False,
+                    "SPLIT_K": 1,
+                }
+            ),
+            None,
+        )
         cfg = ",".join(f"{k}={v}" for k, v in best["config"].items() if k != "GROUP_M")
         rows.append(
             f"| {key} | {len(d['configs'])} | {len(ok)} | {len(d['configs']) - len(ok)} | {best['time_s'] * 1e6:.2f} | "
@@ -65,10 +88,12 @@ def search_table() -> str:
     tpe = json.loads((HERE / "results" / "search_tpe.json").read_text())
     exh = json.loads((HERE / "results" / "search_exh.json").read_text())
     land = landscapes()
-    rows = ["| shape | TPE: evals (+invalid, +reused) | TPE wall s | TPE best µs | exhaustive evals | exhaustive wall s | "
-            "exhaustive best µs | regret (TPE vs exhaustive) | regret vs landscape best | TPE best vs cuBLASLt | "
-            "speedup over default | failures |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    rows = [
+        "| shape | TPE: evals (+invalid, +reused) | TPE wall s | TPE best µs | exhaustive evals | exhaustive wall s | "
+        "exhaustive best µs | regret (TPE vs exhaustive) | regret vs landscape best | TPE best vs cuBLASLt | "
+        "speedup over default | failures |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for t, e in zip(tpe, exh, strict=True):
         key = shape_key(t["shape"])
         tb, eb = t["best"]["time_s"], e["best"]["time_s"]
@@ -83,6 +108,21 @@ def search_table() -> str:
     return "\n".join(rows)
 
 
+def replay_table() -> str:
+    d = json.loads((HERE / "results" / "replay.json").read_text())
+    rows = [
+        "| shape | sampler | budget | seeds | median regret | worst regret | within 1 % of the best |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in d["results"]:
+        reg = r["regret"]
+        rows.append(
+            f"| {r['shape']} | {r['sampler']} | {r['budget']} | {r['seeds']} | {statistics.median(reg) * 100:.2f} % | "
+            f"{max(reg) * 100:.2f} % | {sum(x <= 0.01 for x in reg)}/{len(reg)} |"
+        )
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
     print("## Timers\n")
     print(timer_table())
@@ -90,3 +130,5 @@ if __name__ == "__main__":
     print(landscape_table())
     print("\n## Search\n")
     print(search_table())
+    print("\n## Replay\n")
+    print(replay_table())

@@ -21,7 +21,11 @@ def matmul_blocked(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: 
     m, k = a.shape
     n = b.shape[1]
     rows, cols = range(0, m, bm), range(0, n, bn)
-    tiles = [(i, j) for i in rows for j in cols] if config["ORDER"] == "mn" else [(i, j) for j in cols for i in rows]
+    tiles = (
+        [(i, j) for i in rows for j in cols]
+        if config["ORDER"] == "mn"
+        else [(i, j) for j in cols for i in rows]
+    )
     with torch.profiler.record_function("matmul_cpu_blocked"):
         out.zero_()
         for i, j in tiles:

@@ -49,8 +49,14 @@ def test_ambiguous_name_raises_unless_multiple_allowed():
     with pytest.raises(AmbiguousKernelError) as info:
         run(two_ranges, "_kernel")
     assert "alpha_kernel" in str(info.value) and "beta_kernel" in str(info.value)
-    res = bench_kineto_detailed(two_ranges, "_kernel", num_tests=4, device="cpu", with_multiple_kernels=True,
-                                suppress_kineto_output=True)
+    res = bench_kineto_detailed(
+        two_ranges,
+        "_kernel",
+        num_tests=4,
+        device="cpu",
+        with_multiple_kernels=True,
+        suppress_kineto_output=True,
+    )
     st = res.kernels["_kernel"]
     assert st.matched == ("alpha_kernel", "beta_kernel")
     assert st.launches_per_call == 2.0 and len(st.times_s) == 8
@@ -92,10 +98,13 @@ def test_flush_is_never_counted():
 def test_flush_size_override(monkeypatch):
     monkeypatch.setenv("AUTOTUNE_FLUSH_BYTES", "4096")
     assert default_flush_bytes("cpu") == 4096
-    res = bench_kineto_detailed(two_ranges, "alpha_kernel", num_tests=2, device="cpu", suppress_kineto_output=True)
+    res = bench_kineto_detailed(
+        two_ranges, "alpha_kernel", num_tests=2, device="cpu", suppress_kineto_output=True
+    )
     assert res.flush_bytes == 4096
-    res = bench_kineto_detailed(two_ranges, "alpha_kernel", num_tests=2, device="cpu", flush_l2=False,
-                                suppress_kineto_output=True)
+    res = bench_kineto_detailed(
+        two_ranges, "alpha_kernel", num_tests=2, device="cpu", flush_l2=False, suppress_kineto_output=True
+    )
     assert res.flush_bytes == 0
 
 
@@ -114,8 +123,12 @@ def test_twice_the_work_reads_roughly_twice_the_time():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        one = bench_kineto_detailed(work(2), "work_kernel", num_tests=12, device="cpu", suppress_kineto_output=True)
-        two = bench_kineto_detailed(work(4), "work_kernel", num_tests=12, device="cpu", suppress_kineto_output=True)
+        one = bench_kineto_detailed(
+            work(2), "work_kernel", num_tests=12, device="cpu", suppress_kineto_output=True
+        )
+        two = bench_kineto_detailed(
+            work(4), "work_kernel", num_tests=12, device="cpu", suppress_kineto_output=True
+        )
     finally:
         torch.set_num_threads(threads)
     # the fastest launch of each is the least disturbed by whatever else the machine runs
@@ -166,9 +179,13 @@ def test_kineto_output_is_suppressed():
         print("END")
         """
     )
-    quiet = subprocess.run([sys.executable, "-c", code.format(flag=True)], capture_output=True, text=True, check=True)
+    quiet = subprocess.run(
+        [sys.executable, "-c", code.format(flag=True)], capture_output=True, text=True, check=True
+    )
     assert quiet.stdout.strip() == "END" and quiet.stderr.strip() == ""
-    loud = subprocess.run([sys.executable, "-c", code.format(flag=False)], capture_output=True, text=True, check=True)
+    loud = subprocess.run(
+        [sys.executable, "-c", code.format(flag=False)], capture_output=True, text=True, check=True
+    )
     # this torch build's Kineto does print on its own; if a build ever stops, the quiet check above still holds
     assert (loud.stdout + loud.stderr).replace("END", "").strip() != ""
 
@@ -192,7 +209,13 @@ def test_gpu_barrier_path():
     a = torch.randn(512, 512, device="cuda")
     calls = []
     # cuBLAS may split this GEMM into a main and a split-K kernel: both match "gemm"
-    res = bench_kineto_detailed(lambda: a @ a, "gemm", num_tests=3, barrier=lambda: calls.append(1),
-                                suppress_kineto_output=True, with_multiple_kernels=True)
+    res = bench_kineto_detailed(
+        lambda: a @ a,
+        "gemm",
+        num_tests=3,
+        barrier=lambda: calls.append(1),
+        suppress_kineto_output=True,
+        with_multiple_kernels=True,
+    )
     assert len(calls) == 6 and res.kernels["gemm"].launches_per_call >= 1.0
     assert not any("spin" in n or "sleep" in n for n in res.kernels["gemm"].matched)

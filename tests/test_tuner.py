@@ -21,8 +21,14 @@ SMALL = "M=64,N=64,K=64"
 
 
 def autotune(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, **(env or {})}, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"autotune {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -53,8 +59,22 @@ def _all_trials(url: str):
 
 
 def test_search_store_best_and_lookup(url):
-    autotune("search", MATMUL, "--device", "cpu", "--shape", SMALL, "--trials", "5", "--num-tests", "3",
-             "--seed", "0", "--db", url)
+    autotune(
+        "search",
+        MATMUL,
+        "--device",
+        "cpu",
+        "--shape",
+        SMALL,
+        "--trials",
+        "5",
+        "--num-tests",
+        "3",
+        "--seed",
+        "0",
+        "--db",
+        url,
+    )
     store, trials = _all_trials(url)
     ok = [t for t in trials if t.status is TrialStatus.OK]
     measured = [t for t in trials if t.status is not TrialStatus.INVALID]
@@ -93,15 +113,35 @@ def test_resume_measures_nothing_twice(sqlite_url):
 
 
 def test_failures_are_statuses_and_known_failures_are_not_retried(sqlite_url):
-    args = ["search", FAULTY, "--device", "cpu", "--num-tests", "3", "--db", sqlite_url, "--trials", "20",
-            "--compile-timeout", "5", "--run-timeout", "15"]
+    args = [
+        "search",
+        FAULTY,
+        "--device",
+        "cpu",
+        "--num-tests",
+        "3",
+        "--db",
+        sqlite_url,
+        "--trials",
+        "20",
+        "--compile-timeout",
+        "5",
+        "--run-timeout",
+        "15",
+    ]
     first = autotune(*args)
     store, trials = _all_trials(sqlite_url)
     by_mode = {t.config["MODE"]: t.status for t in trials}
     assert by_mode == {
-        "ok": TrialStatus.OK, "slow": TrialStatus.OK, "compile_error": TrialStatus.COMPILE_FAILED,
-        "launch_error": TrialStatus.LAUNCH_FAILED, "wrong": TrialStatus.WRONG_RESULT, "exit": TrialStatus.CRASHED,
-        "segfault": TrialStatus.CRASHED, "hang_compile": TrialStatus.TIMEOUT, "hang_run": TrialStatus.TIMEOUT,
+        "ok": TrialStatus.OK,
+        "slow": TrialStatus.OK,
+        "compile_error": TrialStatus.COMPILE_FAILED,
+        "launch_error": TrialStatus.LAUNCH_FAILED,
+        "wrong": TrialStatus.WRONG_RESULT,
+        "exit": TrialStatus.CRASHED,
+        "segfault": TrialStatus.CRASHED,
+        "hang_compile": TrialStatus.TIMEOUT,
+        "hang_run": TrialStatus.TIMEOUT,
     }
     best = store.best("faulty")
     assert len(best) == 1 and best[0].config == {"MODE": "ok"}
@@ -116,10 +156,32 @@ def test_two_processes_join_one_postgres_study(pg_url):
     pytest.importorskip("psycopg")
     # create the schema first: concurrent searches never migrate
     autotune("db", "upgrade", "--db", pg_url)
-    common = ["search", MATMUL, "--device", "cpu", "--shape", SMALL, "--num-tests", "3", "--db", pg_url,
-              "--sampler", "random", "--trials", "4"]
-    procs = [subprocess.Popen([sys.executable, "-m", "autotune", *common, "--seed", str(s)], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in (11, 12)]
+    common = [
+        "search",
+        MATMUL,
+        "--device",
+        "cpu",
+        "--shape",
+        SMALL,
+        "--num-tests",
+        "3",
+        "--db",
+        pg_url,
+        "--sampler",
+        "random",
+        "--trials",
+        "4",
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "autotune", *common, "--seed", str(s)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for s in (11, 12)
+    ]
     for p in procs:
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err
@@ -157,7 +219,11 @@ def test_two_processes_join_one_postgres_study(pg_url):
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     db = tmp_path / "never.db"
-    proc = autotune(*args, "--db", str(db), check=False) if args[0] in ("search", "best") else autotune(*args, check=False)
+    proc = (
+        autotune(*args, "--db", str(db), check=False)
+        if args[0] in ("search", "best")
+        else autotune(*args, check=False)
+    )
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], proc.stderr
@@ -210,10 +276,13 @@ def test_check_space_and_bench_commands():
 def test_check_reports_a_broken_kernel(tmp_path):
     broken = tmp_path / "zeros.py"
     broken.write_text(
-        (ROOT / "examples" / "matmul_cpu.py").read_text().replace(
+        (ROOT / "examples" / "matmul_cpu.py")
+        .read_text()
+        .replace(
             'a = torch.randn(shape["M"], shape["K"], device=device)',
             'a = torch.zeros(shape["M"], shape["K"], device=device)',
-        ).replace('space = "matmul_cpu"', f'space = "{ROOT / "search_spaces" / "matmul_cpu.yaml"}"')
+        )
+        .replace('space = "matmul_cpu"', f'space = "{ROOT / "search_spaces" / "matmul_cpu.yaml"}"')
     )
     proc = autotune("check", str(broken), "--device", "cpu", check=False)
     assert proc.returncode == 2 and "all-zero" in proc.stdout

@@ -54,7 +54,9 @@ def test_each_failure_is_a_status_and_the_worker_survives(worker, mode, status, 
     if text:
         assert text in res.error
     else:
-        assert res.time_s > 0 and res.tflops > 0 and res.measured and res.kernels == {"faulty_op": ["faulty_op"]}
+        assert (
+            res.time_s > 0 and res.tflops > 0 and res.measured and res.kernels == {"faulty_op": ["faulty_op"]}
+        )
     # whatever happened, the next candidate is evaluated normally
     after = ev(worker, "ok")
     assert after.status is TrialStatus.OK

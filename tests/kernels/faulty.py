@@ -8,7 +8,17 @@ import torch
 
 from autotune.kernel import Kernel
 
-MODES = ["ok", "slow", "compile_error", "launch_error", "wrong", "exit", "segfault", "hang_compile", "hang_run"]
+MODES = [
+    "ok",
+    "slow",
+    "compile_error",
+    "launch_error",
+    "wrong",
+    "exit",
+    "segfault",
+    "hang_compile",
+    "hang_run",
+]
 
 
 class Faulty(Kernel):
