@@ -13,6 +13,7 @@ Runs on CPU under TRITON_INTERPRET=1 (used by the tests); importing this file in
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -164,6 +165,10 @@ def launcher(
     ws = workspace if split_k > 1 else out  # an unused pointer argument still needs a tensor
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split_k)
     main = _autotune_gemm_fp8_kernel[grid]
+    if not a.is_cuda:
+        # The interpreter launches no device kernel: name the CPU work so bench_kineto can time it by name,
+        # which lets the whole search pipeline run on a CPU (the times say nothing about a GPU).
+        main = _named(MAIN_KERNEL, main)
     meta = dict(
         BLOCK_M=bm,
         BLOCK_N=bn,
@@ -184,6 +189,8 @@ def launcher(
 
         return run
     reduce = _autotune_gemm_fp8_splitk_reduce[(triton.cdiv(M * N, REDUCE_BLOCK),)]
+    if not a.is_cuda:
+        reduce = _named(REDUCE_KERNEL, reduce)
     if not out.is_contiguous():
         raise ValueError("split-K writes a contiguous output")
 
@@ -193,6 +200,16 @@ def launcher(
         return out
 
     return run_split
+
+
+def _named(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    import torch
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with torch.profiler.record_function(name):
+            return fn(*args, **kwargs)
+
+    return call
 
 
 class GemmFP8(Kernel):
@@ -226,6 +243,11 @@ class GemmFP8(Kernel):
     def make_inputs(self, shape: Mapping[str, int], device: str) -> GemmInputs:
         import torch
 
+        if not str(device).startswith("cuda") and os.environ.get("TRITON_INTERPRET") != "1":
+            # Without the interpreter every config would just fail to compile: say what to do instead.
+            raise RuntimeError(
+                "gemm_fp8 runs on the CPU only in Triton's interpreter: set TRITON_INTERPRET=1"
+            )
         M, N, K = shape["M"], shape["N"], shape["K"]
         # N(0, 1) entries sit well inside e4m3's range (max 448); scales of K^-1/4 each make the output
         # ~N(0, 1) and are not 1, so a dropped scale shows.

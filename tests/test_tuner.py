@@ -314,3 +314,36 @@ def test_kernel_file_bug_stops_cleanly_and_leaves_no_running_trial(sqlite_url):
     states = [t.state for t in study.trials]
     # the trial in flight was closed as FAIL; enqueued (WAITING) ones stay for the next run to pick up
     assert optuna.trial.TrialState.FAIL in states and optuna.trial.TrialState.RUNNING not in states
+
+
+def test_gemm_fp8_search_runs_in_the_triton_interpreter(sqlite_url):
+    # The real Triton FP8 kernel through the whole pipeline on a CPU (times are the interpreter's, not a GPU's).
+    args = [
+        "search",
+        str(ROOT / "examples" / "gemm_fp8.py"),
+        "--device",
+        "cpu",
+        "--shape",
+        "M=64,N=64,K=128",
+        "--trials",
+        "4",
+        "--num-tests",
+        "2",
+        "--seed",
+        "3",
+        "--db",
+        sqlite_url,
+    ]
+    autotune(*args, env={"TRITON_INTERPRET": "1"})
+    store, trials = _all_trials(sqlite_url)
+    measured = [t for t in trials if t.status is not TrialStatus.INVALID]
+    assert len(measured) == 4 and all(t.status is TrialStatus.OK for t in measured), [
+        t.error for t in measured
+    ]
+    split = [t for t in measured if t.config["SPLIT_K"] > 1]
+    for t in split:  # split-K times both of its kernels
+        assert set(t.kernels) == {"_autotune_gemm_fp8_kernel", "_autotune_gemm_fp8_splitk_reduce"}
+    assert store.best("gemm_fp8")[0].config in [t.config for t in measured]
+    # without the interpreter the kernel file says what to do, instead of failing every config
+    proc = autotune(*args, check=False, env={"TRITON_INTERPRET": "0"})
+    assert proc.returncode == 2 and "TRITON_INTERPRET=1" in proc.stderr
