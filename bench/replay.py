@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autotune.env import DEVICE_PRESETS  # noqa: E402
+from autotune.kernel import load_kernel_file  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
 from autotune.space import Space  # noqa: E402
 from autotune.store import Store  # noqa: E402
@@ -30,16 +31,8 @@ from autotune.trial import TrialResult, TrialStatus, config_hash  # noqa: E402
 from autotune.tuner import Tuner  # noqa: E402
 from autotune.worker import WorkerInfo  # noqa: E402
 
-DEFAULT_CONFIG = {
-    "BLOCK_M": 128,
-    "BLOCK_N": 128,
-    "BLOCK_K": 128,
-    "GROUP_M": 8,
-    "num_stages": 3,
-    "num_warps": 8,
-    "USE_TMA": False,
-    "SPLIT_K": 1,
-}
+#: the kernel file's own default config: the first config every search evaluates
+DEFAULT_CONFIG = dict(load_kernel_file(ROOT / "examples" / "gemm_fp8.py").kernel.default_config)
 
 
 class ReplayWorker:

@@ -16,6 +16,16 @@ def shape_key(s: dict) -> str:
     return f"{s['M']}x{s['N']}x{s['K']}"
 
 
+def default_config() -> dict:
+    """gemm_fp8's untuned config, from the kernel file itself (imports triton)."""
+    import sys
+
+    sys.path.insert(0, str(HERE.parent))
+    from autotune.kernel import load_kernel_file
+
+    return dict(load_kernel_file(HERE.parent / "examples" / "gemm_fp8.py").kernel.default_config)
+
+
 def landscapes() -> dict[str, dict]:
     out = {}
     for p in sorted((HERE / "landscapes").glob("gemm_fp8_*.json")):
@@ -57,21 +67,7 @@ def landscape_table() -> str:
         best = min(ok, key=lambda c: c["time_s"])
         flops = 2 * d["shape"]["M"] * d["shape"]["N"] * d["shape"]["K"]
         default = next(
-            (
-                c
-                for c in ok
-                if c["config"]
-                == {
-                    "BLOCK_M": 128,
-                    "BLOCK_N": 128,
-                    "BLOCK_K": 128,
-                    "GROUP_M": 8,
-                    "num_stages": 3,
-                    "num_warps": 8,
-                    "USE_TMA": False,
-                    "SPLIT_K": 1,
-                }
-            ),
+            (c for c in ok if c["config"] == default_config()),
             None,
         )
         cfg = ",".join(f"{k}={v}" for k, v in best["config"].items() if k != "GROUP_M")
