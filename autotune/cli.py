@@ -301,6 +301,40 @@ def show(db: DbOption = None) -> None:
         out.print("nothing tuned yet: run `autotune search FILE`")
 
 
+@app.command()
+@handles_errors
+def export(
+    out_file: Annotated[Path, typer.Option("--out", help="File to write, ending in .json")],
+    kernel: Annotated[str | None, typer.Option(help="Only this kernel (default: all)")] = None,
+    db: DbOption = None,
+) -> None:
+    """Write the best configs to a JSON file that best_config() reads without a database (deployment)."""
+    from datetime import datetime, timezone
+
+    from .records import EXPORT_FORMAT, EXPORT_VERSION
+
+    if out_file.suffix != ".json":
+        raise SettingsError(
+            f"{out_file}: the export file's name must end in .json (best_config recognises it so)"
+        )
+    store = _store(db, readonly=True)
+    kernels = [kernel] if kernel else sorted({r["kernel"] for r in store.summary()})
+    records = [r.to_json() for k in kernels for r in store.best(k)]
+    if not records:
+        raise NotFoundError(f"nothing tuned{f' for {kernel!r}' if kernel else ''} in {store.masked_url}")
+    doc = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": datetime.now(timezone.utc).isoformat(),
+        "source": store.masked_url,
+        "records": records,
+    }
+    tmp = out_file.with_name(out_file.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(out_file)  # atomic: a reader never sees half a file
+    out.print(f"wrote {len(records)} best configs of {len(kernels)} kernel(s) to {out_file}", highlight=False)
+
+
 @db_app.command("upgrade")
 @handles_errors
 def db_upgrade(db: DbOption = None) -> None:

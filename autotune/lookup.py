@@ -16,8 +16,10 @@ The cache lives until ``clear_cache()`` (call it after tuning in the same proces
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import math
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -26,7 +28,8 @@ from .env import current_device_name
 from .shapes import format_shape, shape_distance
 
 if TYPE_CHECKING:
-    from .store import BestRecord, Store
+    from .records import BestRecord
+    from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -109,19 +112,30 @@ def _loaded_version(module: str) -> str | None:
     return str(v).split("+")[0] if v else None
 
 
+def _is_export_file(db: str) -> bool:
+    return db.endswith(".json") and "://" not in db
+
+
 def _resolve(
     kernel: str, db: str | None, device: str, source_hash: str | None, shape: dict[str, Any]
 ) -> _Answer:
-    from .store import mask_url, normalize_db_url
-    from .store.urls import default_db_url
-
-    url = normalize_db_url(db) if db else default_db_url()
     device_name = current_device_name(device)
-    rows = _load(url, kernel, device_name)
+    source = db or os.environ.get("AUTOTUNE_DB", "")
+    if _is_export_file(source):
+        # A file written by `autotune export`: no database and no SQLAlchemy on the deployment's launch path.
+        where = source
+        rows = _load_export(source, kernel, device_name)
+    else:
+        from .store import mask_url, normalize_db_url
+        from .store.urls import default_db_url
+
+        url = normalize_db_url(db) if db else default_db_url()
+        where = mask_url(url)
+        rows = _load(url, kernel, device_name)
     if rows is None:
         return None
     if not rows:
-        log.debug("best_config(%r): nothing tuned on %r in %s", kernel, device_name, mask_url(url))
+        log.debug("best_config(%r): nothing tuned on %r in %s", kernel, device_name, where)
         return None
     want = {str(k): int(v) for k, v in shape.items()}
     candidates = [r for r in rows if r.dims == want]
@@ -171,6 +185,28 @@ def _resolve(
         )
     flat = all(isinstance(v, _SCALARS) for v in best.config.values())
     return best.config, flat
+
+
+def _load_export(path: str, kernel: str, device_name: str) -> list[BestRecord] | None:
+    """Rows of an exported file (read once per process and path); None when the file cannot be used."""
+    if (path, kernel, device_name) in _rows:
+        return _rows[path, kernel, device_name]
+    from .records import EXPORT_FORMAT, BestRecord
+
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
+            raise ValueError(f"{path} is not a file written by `autotune export`")
+        records = [BestRecord.from_json(r) for r in data["records"]]
+        rows: list[BestRecord] | None = [
+            r for r in records if r.kernel_name == kernel and r.device_name == device_name
+        ]
+    except Exception as e:
+        _warn_once(path, kernel, e)
+        rows = None
+    _rows[path, kernel, device_name] = rows or []
+    return rows
 
 
 def _load(url: str, kernel: str, device_name: str) -> list[BestRecord] | None:

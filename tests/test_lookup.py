@@ -230,3 +230,67 @@ def test_import_is_light(sqlite_url):
         timeout=120,
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def export(db: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", "export", "--db", db, "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def test_exported_file_answers_like_the_database(store, tmp_path):
+    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64})
+    tune(store, {"M": 4096, "N": 128}, {"BLOCK": 256})
+    tune(store, {"M": 64, "N": 128}, {"BLOCK": 8}, kernel="other")
+    out = tmp_path / "best.json"
+    proc = export(store.url, out, "--kernel", "gemm")
+    assert proc.returncode == 0, proc.stderr
+    for shape in ({"M": 64, "N": 128}, {"M": 4096, "N": 128}, {"M": 100, "N": 128}, {"M": 3000, "N": 100}):
+        clear_cache()
+        from_db = best_config("gemm", db=store.url, device="cpu", **shape)
+        clear_cache()
+        assert best_config("gemm", db=str(out), device="cpu", **shape) == from_db
+    # --kernel filtered the other kernel out
+    assert best_config("other", db=str(out), device="cpu", default=DEFAULT, M=64, N=128) == DEFAULT
+
+
+def test_exported_file_needs_no_sqlalchemy(store, tmp_path):
+    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64})
+    out = tmp_path / "best.json"
+    assert export(store.url, out).returncode == 0
+    code = (
+        "import sys, autotune\n"
+        "print(autotune.best_config('gemm', device='cpu', M=64, N=128))\n"
+        "print(sorted(m for m in ('sqlalchemy', 'optuna', 'alembic', 'typer', 'torch') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AUTOTUNE_DB": str(out)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["{'BLOCK': 64}", "[]"]
+
+
+def test_bad_export_file_warns_once_and_returns_default(tmp_path, caplog):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else", "records": []}')
+    for _ in range(3):
+        assert best_config("gemm", db=str(bad), device="cpu", default=DEFAULT, M=1, N=2) == DEFAULT
+        assert (
+            best_config("gemm", db=str(tmp_path / "missing.json"), device="cpu", default=DEFAULT, M=1)
+            == DEFAULT
+        )
+    assert len(warnings_of(caplog)) == 2
+
+
+def test_export_errors(store, tmp_path):
+    proc = export(store.url, tmp_path / "best.txt")
+    assert proc.returncode == 2 and "must end in .json" in proc.stderr
+    proc = export(store.url, tmp_path / "best.json")
+    assert proc.returncode == 1 and "nothing tuned" in proc.stderr
+    assert not (tmp_path / "best.json").exists()

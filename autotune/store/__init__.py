@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from ..env import ENV_KEY_FIELDS
 from ..env import env_hash as compute_env_hash
 from ..errors import DatabaseUnreachableError, SchemaOutOfDateError, StoreError
+from ..records import BestRecord
 from ..trial import TrialResult, TrialStatus, config_hash
 from .models import (
     VERSION_TABLE,
@@ -95,27 +96,6 @@ class KeyInfo:
     shape_key: str
     dtypes_key: str
     env_hash: str
-
-
-@dataclass(frozen=True)
-class BestRecord:
-    kernel_name: str
-    shape_key: str
-    dims: dict[str, int]
-    dtypes: dict[str, str]
-    device_name: str
-    cc: str
-    env_hash: str
-    torch: str
-    triton: str
-    source_hash: str
-    space_hash: str
-    config: dict[str, Any]
-    time_s: float
-    tflops: float | None
-    updated_at: datetime
-    key_id: int
-    trial_id: int
 
 
 def dtypes_key(dtypes: Mapping[str, str]) -> str:

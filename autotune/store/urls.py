@@ -44,6 +44,9 @@ def normalize_db_url(url_or_path: str | os.PathLike[str]) -> str:
         raise StoreError("empty database URL: give a file path, sqlite:///PATH or postgresql://USER@HOST/DB")
     m = _SCHEME.match(text)
     if m is None:
+        if text.endswith(".json"):
+            # `autotune export` writes .json files for best_config(); a database never has that name here
+            raise StoreError(f"{text} is an exported best-config file (read by best_config), not a database")
         return f"sqlite:///{os.path.abspath(os.path.expanduser(text))}"
     dialect, _, driver = m.group(1).lower().partition("+")
     if dialect in ("postgresql", "postgres") and driver in ("", "psycopg"):
