@@ -347,3 +347,11 @@ def test_gemm_fp8_search_runs_in_the_triton_interpreter(sqlite_url):
     # without the interpreter the kernel file says what to do, instead of failing every config
     proc = autotune(*args, check=False, env={"TRITON_INTERPRET": "0"})
     assert proc.returncode == 2 and "TRITON_INTERPRET=1" in proc.stderr
+
+
+def test_bad_environment_setting_is_one_line(tmp_path):
+    proc = autotune(
+        "search", MATMUL, "--db", str(tmp_path / "e.db"), check=False, env={"AUTOTUNE_TRIALS": "many"}
+    )
+    assert proc.returncode == 2 and "AUTOTUNE_TRIALS='many' is not a valid int" in proc.stderr
+    assert not (tmp_path / "e.db").exists()
