@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import SettingsError, ShapeError
 from .settings import SearchSettings
 from .shapes import Shape, check_shape, format_shape
 from .space import Space
@@ -358,12 +357,4 @@ def parse_shapes(texts: list[str] | None) -> list[dict[str, int]]:
     """Syntax-check ``--shape`` strings before anything starts (names are checked against the kernel later)."""
     from .shapes import parse_shape
 
-    out = []
-    for t in texts or []:
-        try:
-            out.append(parse_shape(t))
-        except ShapeError:
-            raise
-        except Exception as exc:  # pragma: no cover - parse_shape raises ShapeError for user input
-            raise SettingsError(str(exc)) from None
-    return out
+    return [parse_shape(t) for t in texts or []]

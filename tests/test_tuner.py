@@ -40,11 +40,6 @@ def only_key(store: Store):
     return rows[0]
 
 
-def key_trials(store: Store, study_name: str):
-    row = next(r for r in store.summary() if r["study_name"] == study_name)
-    return store.trials(row["key_id"]) if "key_id" in row else None
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def url(request):
     return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
