@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import KernelFileError, SpaceError
+from .errors import KernelFileError
 from .shapes import Shape, check_shape
 
 #: attributes every kernel object must have (data) and methods it must implement
@@ -252,10 +252,7 @@ def resolve_space(kernel_path: Path, space: Any) -> tuple[dict[str, Any], str]:
         candidates = [d / f"{text}.yaml" for d in spaces_search_path(kernel_path)]
     for c in candidates:
         if c.is_file():
-            try:
-                return load_space_dict(c), str(c)
-            except SpaceError:
-                raise
+            return load_space_dict(c), str(c)
     looked = ", ".join(str(c) for c in candidates)
     raise KernelFileError(f"{kernel_path}: search space {text!r} not found (looked in {looked})")
 

@@ -25,11 +25,6 @@ class TrialStatus(str, Enum):
         return self.value
 
 
-#: statuses that say something about the config itself (a retry would fail again), so they are reused.
-#: TIMEOUT and CRASHED are also kept: a config that hung or killed the process once is not retried.
-FINAL_STATUSES = frozenset(TrialStatus)
-
-
 def canonical_config(config: Mapping[str, Any]) -> str:
     """Stable JSON text of a config (sorted keys): the identity used for dedupe."""
     return json.dumps(dict(config), sort_keys=True, separators=(",", ":"), default=str)

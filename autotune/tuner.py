@@ -171,20 +171,17 @@ class Tuner:
                 "default config %s is not valid in the space: %s", default, "; ".join(default_problems)
             )
 
-        valid: list[dict[str, Any]] | None = None
-        try:
-            report.valid_configs = space.count(facts)
-        except Exception:  # a huge space: counting is a convenience, not a requirement
-            report.valid_configs = None
-        exhaustive = s.sampler in ("grid", "exhaustive") or (
-            s.sampler == "tpe" and report.valid_configs is not None and report.valid_configs <= s.trials
-        )
+        # One enumeration serves the count, the exhaustive queue and the fallback below (counting a space
+        # costs the same as enumerating it).
+        valid = list(space.enumerate(facts))
+        valid_hashes = {config_hash(c) for c in valid}
+        report.valid_configs = len(valid)
+        exhaustive = s.sampler in ("grid", "exhaustive") or (s.sampler == "tpe" and len(valid) <= s.trials)
         report.exhaustive = exhaustive
         seen = self._evaluated_hashes(key.id)
         # The default config runs first: it is the baseline every speedup is measured against.
         queue: list[dict[str, Any]] = [] if default_problems else [default]
         if exhaustive:
-            valid = list(space.enumerate(facts))
             queue += [c for c in valid if config_hash(c) not in seen]
         if exhaustive and s.compile_workers > 0:
             self._precompile(queue, shape)
@@ -199,9 +196,8 @@ class Tuner:
         report.budget = max(s.trials, len(queued)) if s.sampler in ("grid", "exhaustive") else s.trials
         rng = random.Random(s.seed)
         stale = 0
-        valid_hashes = {config_hash(c) for c in valid} if valid is not None else None
         while report.evaluations < report.budget and time.monotonic() < deadline:
-            if valid_hashes is not None and valid_hashes <= seen:
+            if valid_hashes <= seen:
                 log.info("%s: every valid config has been evaluated", shape_key)
                 break
             trial = study.ask()
@@ -216,9 +212,6 @@ class Tuner:
             stale = 0 if new else stale + 1
             if stale >= _MAX_STALE_PROPOSALS:
                 # The sampler keeps proposing known or invalid configs: feed it an unseen valid one.
-                if valid is None:
-                    valid = list(space.enumerate(facts))
-                    valid_hashes = {config_hash(c) for c in valid}
                 fresh = [c for c in valid if config_hash(c) not in seen]
                 if not fresh:
                     log.info("%s: every valid config has been evaluated", shape_key)
