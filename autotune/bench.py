@@ -130,9 +130,11 @@ def _suppress_output(enabled: bool) -> Iterator[None]:
 
 def default_flush_bytes(device: str, device_index: int | None = None) -> int:
     """2x the L2 (GPU) or last-level cache (CPU); ``AUTOTUNE_FLUSH_BYTES`` overrides."""
-    env = os.environ.get("AUTOTUNE_FLUSH_BYTES")
-    if env:
-        return int(float(env))
+    from .settings import flush_bytes
+
+    configured = flush_bytes()
+    if configured is not None:
+        return configured
     if device == "cuda":
         import torch
 

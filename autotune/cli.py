@@ -9,7 +9,6 @@ import functools
 import json
 import logging
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,8 +32,6 @@ app.add_typer(db_app, name="db")
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
-_URL_PASSWORD = re.compile(r"(?P<pre>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]+)(?P<post>@)")
-
 DbOption = Annotated[
     str | None,
     typer.Option(
@@ -47,8 +44,10 @@ ShapesOption = Annotated[
 
 
 def mask_secrets(text: str) -> str:
-    """Mask any password inside a URL in a message (user:***@host)."""
-    return _URL_PASSWORD.sub(lambda m: f"{m.group('pre')}***{m.group('post')}", str(text))
+    """Mask any password inside a URL in a message (user:***@host): the one masker, ``autotune.store.urls``."""
+    from .store.urls import mask_secrets as mask
+
+    return mask(text)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -111,10 +110,20 @@ def search(
         int | None, typer.Option(help="New evaluations per shape [env: AUTOTUNE_TRIALS; default 40]")
     ] = None,
     timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per shape (0 = none)")] = None,
-    sampler: Annotated[str | None, typer.Option(help="tpe (default), random, grid or exhaustive")] = None,
-    seed: Annotated[int | None, typer.Option(help="Sampler seed")] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option("--strategy", "--sampler", help="tpe (default), random, exhaustive (= grid)"),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Strategy seed")] = None,
     db: DbOption = None,
-    device: Annotated[str | None, typer.Option(help="cuda, cuda:N or cpu (default: cuda if present)")] = None,
+    devices: Annotated[
+        str | None,
+        typer.Option(
+            "--devices",
+            "--device",
+            help="cuda, cuda:N, cuda:0,cuda:1, all or cpu (default: cuda if present) [env: AUTOTUNE_DEVICES]",
+        ),
+    ] = None,
     num_tests: Annotated[int | None, typer.Option(help="Timed calls per measurement")] = None,
     compile_timeout: Annotated[
         float | None, typer.Option(help="Seconds a config may take to compile")
@@ -123,22 +132,26 @@ def search(
         float | None, typer.Option(help="Seconds a config may take to check and time")
     ] = None,
     compile_workers: Annotated[
-        int | None, typer.Option(help="Processes compiling ahead in exhaustive searches")
+        int | None,
+        typer.Option(help="Processes compiling ahead of the timing workers (default: cores - 1 with GPUs)"),
     ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")
     ] = None,
 ) -> None:
-    """Search the fastest correct config of FILE's kernel for each shape; store every trial."""
+    """Search the fastest correct config of FILE's kernel for each shape; store every trial.
+
+    Several processes (one per host, or per GPU) may run the same command against one database: claims
+    in the database keep them from measuring a config twice."""
     from .settings import SearchSettings
     from .tuner import Tuner, parse_shapes
 
     settings = SearchSettings.from_options(
         trials=trials,
         timeout_s=timeout,
-        sampler=sampler,
+        strategy=strategy,
         seed=seed,
-        device=device,
+        devices=devices,
         num_tests=num_tests,
         compile_timeout_s=compile_timeout,
         run_timeout_s=run_timeout,
@@ -182,9 +195,11 @@ def search(
         resolved = tuner.resolve_shapes(shapes)
         # Everything the user gave is valid: only now is the database written to.
         tuner.store = _store(db, create=True)
+        devs = ", ".join(i.device for i in tuner.infos)
         err.print(
-            f"kernel {info.meta['name']} on {info.env['gpu_name']} ({info.device}); "
-            f"{len(resolved)} shape(s); sampler {settings.sampler}; db {store.masked_url}",
+            f"kernel {info.meta.name} on {info.env['gpu_name']} ({devs}); {len(resolved)} shape(s); "
+            f"strategy {settings.strategy}; {tuner.pipeline.compile_workers} compile worker(s); "
+            f"db {store.masked_url}",
             highlight=False,
         )
         with progress:
@@ -194,7 +209,7 @@ def search(
                 report = tuner.search_shape(s)
                 progress.update(tasks[key], completed=report.evaluations, total=max(report.evaluations, 1))
                 reports.append(report)
-    _print_reports(reports, info.meta["name"])
+    _print_reports(reports, info.meta.name)
     if json_out is not None:
         json_out.write_text(json.dumps([_report_dict(r) for r in reports], indent=2, default=str))
 
@@ -211,6 +226,11 @@ def _report_dict(r) -> dict[str, Any]:
         "valid_configs": r.valid_configs,
         "exhaustive": r.exhaustive,
         "wall_s": r.wall_s,
+        "busy": r.busy,
+        "budget": r.budget,
+        "devices": list(r.devices),
+        "loop_s_per_trial": r.loop_s_per_trial,
+        "device_gap_s": list(r.device_gap_s) if r.device_gap_s else None,
         "best": r.best.to_dict() if r.best else None,
         "default": r.default.to_dict() if r.default else None,
         "speedup": r.speedup,
@@ -229,7 +249,7 @@ def _print_reports(reports, kernel: str) -> None:
             _fmt_time(r.best.time_s) if r.best else "-",
             f"{r.best.tflops:.3g}" if r.best and r.best.tflops else "-",
             f"{r.speedup:.2f}x" if r.speedup else "-",
-            f"{r.evaluations} (+{r.reused} reused)",
+            f"{r.evaluations} (+{r.reused} reused" + (f", {r.busy} by others)" if r.busy else ")"),
             ", ".join(f"{k}={v}" for k, v in sorted(fails.items())) or "none",
         )
     out.print(table)
@@ -393,11 +413,24 @@ def check(
 def space(
     path: Annotated[Path, typer.Argument(help="A search_spaces/*.yaml file")],
     facts: Annotated[str, typer.Option(help="Device facts: h200, h100 or cpu")] = "h200",
-    show_configs: Annotated[int, typer.Option("--list", help="Print the first N valid configs")] = 0,
+    show_configs: Annotated[
+        int,
+        typer.Option(
+            "--list",
+            help="Print the first N valid configs (N random ones if the space is too large to count)",
+        ),
+    ] = 0,
 ) -> None:
-    """Validate a search-space file and count its valid configs for a device."""
+    """Validate a search-space file and count its valid configs for a device.
+
+    A space of at most 1,000,000 combinations before constraints (autotune.space.MAX_ENUMERATE) is
+    counted exactly; a larger one is reported as too large to count (a search samples it) after a
+    bounded check that it has a valid config. No valid config on the device: an error (exit 2)."""
+    import random
+
     from .env import DEVICE_PRESETS, device_facts
-    from .space import Space
+    from .errors import SpaceError
+    from .space import MAX_ENUMERATE, Space, format_count
 
     if facts == "cpu":
         fact_values = device_facts("cpu")
@@ -406,15 +439,30 @@ def space(
     else:
         raise SettingsError(f"unknown device facts {facts!r}: choose cpu or {', '.join(DEVICE_PRESETS)}")
     sp = Space.from_yaml(path)
-    n = 0
-    for cfg in sp.enumerate(fact_values):
-        if n < show_configs:
+    size, exact = sp.size_info(fact_values)
+    combos = f"{'' if exact else 'at most '}{format_count(size)} combinations"
+    if size <= MAX_ENUMERATE:
+        n = 0
+        for cfg in sp.enumerate(fact_values):
+            if n < show_configs:
+                out.print(_fmt_config(cfg), highlight=False)
+            n += 1
+        if n == 0:
+            every = f"all {combos} violate" if exact else "every combination violates"
+            raise SpaceError(f"{sp.source}: no valid config on {facts}: {every} a constraint")
+        summary = f"{combos}, {n:,} valid on {facts}"
+    else:
+        sp.find_valid(fact_values)  # SpaceError (exit 2) in bounded time when there is none
+        for cfg in sp.sample_unique(random.Random(0), show_configs, fact_values):
             out.print(_fmt_config(cfg), highlight=False)
-        n += 1
+        summary = (
+            f"too large to count exactly: {combos} (limit {MAX_ENUMERATE:,}); searched by sampling; "
+            f"has valid configs on {facts}"
+        )
     out.print(
-        f"{sp.name}: {len(sp.params)} params, {sp.size_unconstrained()} combinations, {n} valid on {facts}; "
-        f"hash {sp.hash()[:16]}",
+        f"{sp.name}: {len(sp.params)} params, {summary}; hash {sp.hash()[:16]}",
         highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -430,8 +478,9 @@ def bench(
     num_tests: Annotated[int, typer.Option(help="Timed calls per measurement")] = 30,
 ) -> None:
     """Time one config (default: the kernel's default) on each shape with the L2-flushed Kineto bench."""
+    from .engine import EvalOptions, Worker
+    from .settings import SearchSettings
     from .tuner import parse_shapes
-    from .worker import Worker
 
     shapes = parse_shapes(shape)
     try:
@@ -443,16 +492,23 @@ def bench(
     table = Table(title=f"{file.name}: Kineto device time, L2 flushed before each call")
     for col in ("shape", "config", "status", "time", "TFLOP/s", "GB/s", "spread"):
         table.add_column(col)
-    with Worker(str(file), device or "") as worker:
+    defaults = SearchSettings()
+    options = EvalOptions(
+        num_tests=num_tests,
+        compile_timeout_s=defaults.compile_timeout_s,
+        run_timeout_s=defaults.run_timeout_s,
+        start_timeout_s=defaults.start_timeout_s,
+    )
+    with Worker(str(file), device or "", options) as worker:
         info = worker.start()
         from .shapes import check_shape, format_shape
         from .space import Space
 
-        sp = Space.from_dict(info.meta["space"])
-        cfg = sp.normalize(cfg) if cfg is not None else dict(info.meta["default_config"])
-        targets = [check_shape(s, info.meta["shape_params"]) for s in (shapes or info.meta["default_shapes"])]
+        sp = Space.from_dict(info.meta.space)
+        cfg = sp.normalize(cfg) if cfg is not None else dict(info.meta.default_config)
+        targets = [check_shape(s, info.meta.shape_params) for s in (shapes or info.meta.default_shapes)]
         for s in targets:
-            r = worker.evaluate(cfg, s, num_tests=num_tests)
+            r = worker.evaluate(cfg, s)
             table.add_row(
                 format_shape(s),
                 _fmt_config(cfg),
@@ -468,6 +524,13 @@ def bench(
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        from .settings import check_environment
+
+        try:
+            check_environment()  # a bad AUTOTUNE_* value: one line, exit 2, before anything runs
+        except AutotuneError as exc:
+            err.print(f"[bold red]error:[/] {mask_secrets(str(exc))}", highlight=False, soft_wrap=True)
+            sys.exit(2)
         app()
     except SystemExit:
         raise

@@ -4,10 +4,20 @@
 
 It runs inside users' programs, on the launch path, so:
 
-- it never raises: a missing, unreachable or un-migrated database logs ONE warning (per database and
-  kernel) and returns ``default``;
-- the first call for a (database, kernel, device) runs one read-only query that loads every best config
-  of that kernel on that device; every later call is a dict hit (the answer per shape is cached too);
+- it never raises: a missing, unreachable, locked, un-migrated or newer-schema database logs ONE warning
+  (per database and kernel) and returns ``default``;
+- it never blocks for long: the first call for a (database, kernel, device) loads every best config of
+  that kernel on that device in a background thread and waits for it at most ``AUTOTUNE_LOOKUP_TIMEOUT``
+  seconds (default 1); past that it returns ``default`` and a later call uses the rows once they arrive.
+  The load itself uses short timeouts (SQLite: a 0.25 s busy timeout, read-only and query-only;
+  Postgres: a 2 s connect timeout, libpq's and psycopg's minimum, a 500 ms statement timeout and
+  read-only transactions), so a background load ends within a few seconds whatever the database does;
+- a failed load is remembered: lookups return ``default`` at once, until ``AUTOTUNE_LOOKUP_RETRY``
+  seconds (default 60) have passed; then one call starts a new load in the background (without waiting
+  for it) and the rows are used as soon as it succeeds;
+- no I/O happens under the module's lock: a slow database delays only the first lookups of ITS
+  (database, kernel, device); every other lookup, in any thread, goes on;
+- every later call is a dict hit (the answer per shape is cached too);
 - importing this module imports neither SQLAlchemy (loaded on the first call) nor optuna, alembic, typer
   or torch, and never initializes CUDA.
 
@@ -20,8 +30,12 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import threading
+import time
+from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .env import current_device_name
@@ -33,14 +47,48 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: seconds the first lookup of a (database, kernel, device) waits for its rows [env: AUTOTUNE_LOOKUP_TIMEOUT]
+DEFAULT_TIMEOUT_S = 1.0
+#: seconds a failed load is remembered before one lookup tries again [env: AUTOTUNE_LOOKUP_RETRY]
+DEFAULT_RETRY_S = 60.0
+#: SQLite busy timeout of the lookup's connections (a locked file fails in this time, not in 60 s)
+SQLITE_BUSY_TIMEOUT_S = 0.25
+#: Postgres connect timeout: 2 s is the minimum libpq and psycopg honour (a smaller value counts as 2)
+PG_CONNECT_TIMEOUT_S = 2
+#: Postgres statement timeout of the lookup's connections
+PG_STATEMENT_TIMEOUT_MS = 500
+
 #: (config, is_flat) where is_flat means a shallow copy is a full copy; None: nothing tuned -> default
 _Answer = tuple[dict[str, Any], bool] | None
 
-_answers: dict[tuple[Any, ...], _Answer] = {}  # (db, device, kernel, source_hash, sorted shape items)
-_rows: dict[tuple[str, str, str], list[BestRecord]] = {}  # (url, kernel, device_name)
+
+class _Load:
+    """One load of the rows of a (source, kernel, device), run in a thread; ``rows`` is None until it
+    succeeded (pending or failed)."""
+
+    __slots__ = ("deadline", "done", "failed_at", "rows", "started")
+
+    def __init__(self, started: float, deadline: float) -> None:
+        self.started = started
+        self.deadline = deadline  # the first caller waits until then
+        self.done = threading.Event()
+        self.rows: list[BestRecord] | None = None
+        self.failed_at = math.inf  # set when it fails
+
+    def due(self, now: float, retry_s: float) -> bool:
+        """Whether a new load should replace this one: failed and the retry interval passed, or hung for
+        longer than the retry interval."""
+        if self.done.is_set():
+            return self.rows is None and now >= self.failed_at + retry_s
+        return now >= self.started + max(retry_s, 2 * PG_CONNECT_TIMEOUT_S)
+
+
+#: (db, device, kernel, source_hash, sorted shape items) -> the answer, or the _Load it waits on
+_answers: dict[tuple[Any, ...], _Answer | _Load] = {}
+_loads: dict[tuple[str, str, str], _Load] = {}  # (url or export path, kernel, device_name)
 _stores: dict[str, Store] = {}
-_warned: set[tuple[str, str]] = set()
-_lock = threading.Lock()
+_warned: set[tuple[str, ...]] = set()
+_lock = threading.Lock()  # guards the dicts above; never held during I/O
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -64,14 +112,18 @@ def best_config(
         try:
             answer = _answers[key]
         except KeyError:
-            with _lock:
-                answer = _answers[key] = _resolve(kernel, db, device, source_hash, shape)
-        if answer is None:
+            answer = _lookup(key, kernel, db, device, source_hash, shape)
+        else:
+            if type(answer) is _Load:  # waiting for rows, or their load failed
+                if answer.rows is None and not answer.due(time.monotonic(), _retry_s()):
+                    return default
+                answer = _lookup(key, kernel, db, device, source_hash, shape)
+        if answer is None or type(answer) is _Load:
             return default
         config, flat = answer
         return dict(config) if flat else copy.deepcopy(config)
     except Exception as e:  # the promise: never raise into kernel code
-        _warn_once(str(db), kernel, e)
+        _warn_once((str(db), kernel), kernel, e)
         if key is not None:
             try:
                 _answers[key] = None  # the same call would fail the same way: answer it from the cache
@@ -81,24 +133,271 @@ def best_config(
 
 
 def clear_cache() -> None:
-    """Forget every cached answer, warning and database connection."""
+    """Forget every cached answer, warning and database connection (loads still running are orphaned:
+    their results are dropped)."""
     with _lock:
         stores = list(_stores.values())
         _answers.clear()
-        _rows.clear()
+        _loads.clear()
         _stores.clear()
         _warned.clear()
     for store in stores:
         store.close()
 
 
-def _warn_once(where: str, kernel: str, e: BaseException) -> None:
-    if (where, kernel) in _warned:
+# ---------------------------------------------------------------- settings
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+        if not math.isfinite(value) or value < 0:
+            raise ValueError
+        return value
+    except ValueError:
+        _warn_once(("setting", name), "*", ValueError(f"{name}={raw!r} is not a number of seconds >= 0"))
+        return default
+
+
+def _timeout_s() -> float:
+    return _env_seconds("AUTOTUNE_LOOKUP_TIMEOUT", DEFAULT_TIMEOUT_S)
+
+
+def _retry_s() -> float:
+    return _env_seconds("AUTOTUNE_LOOKUP_RETRY", DEFAULT_RETRY_S)
+
+
+# ---------------------------------------------------------------- the slow path (a cache miss)
+
+
+def _lookup(
+    key: tuple[Any, ...], kernel: str, db: str | None, device: str, source_hash: str | None, shape: dict
+) -> _Answer | _Load:
+    device_name = current_device_name(device)
+    source = db or os.environ.get("AUTOTUNE_DB", "")
+    if _is_export_file(source):
+        # A file written by `autotune export`: no database and no SQLAlchemy on the deployment's launch path.
+        where = source
+
+        def prepare() -> Callable[[], list[BestRecord]]:
+            return lambda: _read_export(source, kernel, device_name)
+
+        load = _rows_of((source, kernel, device_name), where, kernel, prepare)
+    else:
+        from .store.urls import default_db_url, mask_url, normalize_db_url
+
+        url = normalize_db_url(db) if db else default_db_url()
+        where = mask_url(url)
+
+        def prepare() -> Callable[[], list[BestRecord]]:
+            store = _store_for(url)  # imports SQLAlchemy and the driver here, not in the timed thread
+            return lambda: _read_db(store, kernel, device_name)
+
+        load = _rows_of((url, kernel, device_name), where, kernel, prepare)
+    if load.rows is None:  # pending or failed: the default for now, from the cache
+        _answers[key] = load
+        return load
+    answer = _choose(kernel, load.rows, where, device_name, source_hash, shape)
+    _answers[key] = answer
+    return answer
+
+
+def _rows_of(
+    lkey: tuple[str, str, str], where: str, kernel: str, prepare: Callable[[], Callable[[], list[BestRecord]]]
+) -> _Load:
+    """The load of ``lkey``'s rows: started here when there is none (or the last one failed long enough
+    ago); the first load is waited for until its deadline, a retry is not waited for."""
+    now = time.monotonic()
+    load = _loads.get(lkey)
+    start = False
+    if load is None or load.due(now, _retry_s()):
+        stale = load
+        with _lock:  # only to decide who starts it
+            load = _loads.get(lkey)
+            if load is None or load is stale:
+                wait = _timeout_s() if stale is None else 0.0
+                load = _loads[lkey] = _Load(now, now + wait)
+                start = True
+        if start:
+            _start(load, lkey, where, kernel, prepare)
+    if not load.done.is_set():
+        remaining = load.deadline - time.monotonic()
+        if remaining > 0:
+            load.done.wait(remaining)
+        if not load.done.is_set() and start and load.deadline > load.started:
+            _warn_once(
+                ("slow", where, kernel),
+                kernel,
+                TimeoutError(
+                    f"database {where} did not answer within {load.deadline - load.started:g} s "
+                    "(AUTOTUNE_LOOKUP_TIMEOUT); its rows are used once they arrive"
+                ),
+            )
+    return load
+
+
+def _start(
+    load: _Load,
+    lkey: tuple[str, str, str],
+    where: str,
+    kernel: str,
+    prepare: Callable[[], Callable[[], list[BestRecord]]],
+) -> None:
+    try:
+        fetch = prepare()
+    except Exception as e:  # e.g. no driver installed: fails the same way until the retry
+        _finish(load, None, where, kernel, e)
         return
-    _warned.add((where, kernel))
+
+    def run() -> None:
+        try:
+            rows = fetch()
+        except BaseException as e:
+            _finish(load, None, where, kernel, e)
+        else:
+            _finish(load, rows, where, kernel, None)
+
+    try:
+        threading.Thread(target=run, name=f"autotune-lookup-{kernel}", daemon=True).start()
+    except RuntimeError:  # no new threads (interpreter shutting down): load here, bounded by the timeouts
+        run()
+
+
+def _finish(
+    load: _Load, rows: list[BestRecord] | None, where: str, kernel: str, error: BaseException | None
+) -> None:
+    if error is not None:
+        _warn_once((where, kernel), kernel, error)
+        load.failed_at = time.monotonic()
+    load.rows = rows
+    load.done.set()
+
+
+def _store_for(url: str) -> Store:
+    """The lookup's read-only Store of ``url``, with the lookup's short timeouts."""
+    store = _stores.get(url)
+    if store is not None:
+        return store
+    from sqlalchemy import event
+
+    from .store import Store
+
+    store = Store(url, readonly=True)
+    if store.is_sqlite:
+        event.listen(store.engine, "do_connect", _sqlite_connect_params)
+        event.listen(store.engine, "connect", _sqlite_query_only)
+    else:
+        event.listen(store.engine, "do_connect", _pg_connect_params)
+    with _lock:
+        kept = _stores.setdefault(url, store)
+    if kept is not store:
+        store.close()
+    return kept
+
+
+def _sqlite_connect_params(dialect: Any, conn_rec: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+    cparams["timeout"] = SQLITE_BUSY_TIMEOUT_S
+
+
+def _sqlite_query_only(dbapi_conn: Any, conn_rec: Any) -> None:
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute("PRAGMA query_only=ON")
+    finally:
+        cur.close()
+
+
+def _pg_connect_params(dialect: Any, conn_rec: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+    try:
+        given = int(float(cparams.get("connect_timeout") or 0))
+    except (TypeError, ValueError):
+        given = 0
+    cparams["connect_timeout"] = min(given, PG_CONNECT_TIMEOUT_S) if given > 0 else PG_CONNECT_TIMEOUT_S
+    # later -c settings win over earlier ones (the URL's own options, the store's read-only one)
+    ours = f"-c default_transaction_read_only=on -c statement_timeout={PG_STATEMENT_TIMEOUT_MS}"
+    cparams["options"] = f"{cparams.get('options') or ''} {ours}".strip()
+
+
+# ---------------------------------------------------------------- reading (in the load's thread)
+
+
+def _read_db(store: Store, kernel: str, device_name: str) -> list[BestRecord]:
+    """Every best config of a kernel on a device; raises for a database of a newer schema."""
+    rows = store.best(kernel, device_name=device_name)
+    revision = _revision(store)
+    known = _known_revisions()
+    if revision is not None and known and not set(revision.split(",")) <= known:
+        # a newer autotune migrated it: its rows may not mean what we think. The store words the error
+        # (this imports Alembic, on this rare path only).
+        store.check_schema()
+        from .errors import StoreError
+
+        raise StoreError(
+            f"database {store.masked_url} is at revision {revision}, which this autotune does not know: "
+            "a newer autotune upgraded it; upgrade autotune to use this database"
+        )
+    return rows
+
+
+def _revision(store: Store) -> str | None:
+    """The schema revision of the database (read without Alembic), or None when it cannot be read."""
+    from .store.models import VERSION_TABLE
+
+    try:
+        with store.engine.connect() as conn:
+            revs = sorted(str(r[0]) for r in conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}"))
+        return ",".join(revs) or None
+    except Exception:
+        return None
+
+
+@lru_cache(maxsize=1)
+def _known_revisions() -> frozenset[str]:
+    """The revisions of this autotune's migrations, read from their files (importing Alembic would make
+    the lookup heavy); empty when they cannot be read (then no revision check)."""
+    try:
+        from .store import migrations_dir
+
+        pattern = re.compile(r"^revision\b[^=\n]*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+        found = set()
+        for path in (migrations_dir() / "versions").glob("*.py"):
+            m = pattern.search(path.read_text(encoding="utf-8"))
+            if m:
+                found.add(m.group(1))
+        return frozenset(found)
+    except Exception:
+        return frozenset()
+
+
+def _read_export(path: str, kernel: str, device_name: str) -> list[BestRecord]:
+    """Rows of a file written by ``autotune export``."""
+    from .records import EXPORT_FORMAT, BestRecord
+
+    with open(path) as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
+        raise ValueError(f"{path} is not a file written by `autotune export`")
+    records = [BestRecord.from_json(r) for r in data["records"]]
+    return [r for r in records if r.kernel_name == kernel and r.device_name == device_name]
+
+
+# ---------------------------------------------------------------- choosing (no I/O)
+
+
+def _warn_once(what: tuple[str, ...], kernel: str, e: BaseException) -> None:
+    with _lock:
+        if what in _warned:
+            return
+        _warned.add(what)
     from .errors import AutotuneError
 
-    reason = str(e) if isinstance(e, AutotuneError) else f"{type(e).__name__}: {e}"
+    reason = str(e) if isinstance(e, (AutotuneError, TimeoutError)) else f"{type(e).__name__}: {e}"
+    masker = getattr(sys.modules.get("autotune.store.urls"), "mask_secrets", None)
+    if masker is not None:  # loaded whenever a database URL was involved; an export file needs none
+        reason = masker(reason)
     log.warning(
         "autotune: no tuned config for kernel %r (%s); using the default config. This warning is shown once.",
         kernel,
@@ -116,24 +415,14 @@ def _is_export_file(db: str) -> bool:
     return db.endswith(".json") and "://" not in db
 
 
-def _resolve(
-    kernel: str, db: str | None, device: str, source_hash: str | None, shape: dict[str, Any]
+def _choose(
+    kernel: str,
+    rows: list[BestRecord],
+    where: str,
+    device_name: str,
+    source_hash: str | None,
+    shape: dict[str, Any],
 ) -> _Answer:
-    device_name = current_device_name(device)
-    source = db or os.environ.get("AUTOTUNE_DB", "")
-    if _is_export_file(source):
-        # A file written by `autotune export`: no database and no SQLAlchemy on the deployment's launch path.
-        where = source
-        rows = _load_export(source, kernel, device_name)
-    else:
-        from .store import mask_url, normalize_db_url
-        from .store.urls import default_db_url
-
-        url = normalize_db_url(db) if db else default_db_url()
-        where = mask_url(url)
-        rows = _load(url, kernel, device_name)
-    if rows is None:
-        return None
     if not rows:
         log.debug("best_config(%r): nothing tuned on %r in %s", kernel, device_name, where)
         return None
@@ -187,42 +476,18 @@ def _resolve(
     return best.config, flat
 
 
-def _load_export(path: str, kernel: str, device_name: str) -> list[BestRecord] | None:
-    """Rows of an exported file (read once per process and path); None when the file cannot be used."""
-    if (path, kernel, device_name) in _rows:
-        return _rows[path, kernel, device_name]
-    from .records import EXPORT_FORMAT, BestRecord
-
-    try:
-        with open(path) as f:
-            data = json.load(f)
-        if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
-            raise ValueError(f"{path} is not a file written by `autotune export`")
-        records = [BestRecord.from_json(r) for r in data["records"]]
-        rows: list[BestRecord] | None = [
-            r for r in records if r.kernel_name == kernel and r.device_name == device_name
-        ]
-    except Exception as e:
-        _warn_once(path, kernel, e)
-        rows = None
-    _rows[path, kernel, device_name] = rows or []
-    return rows
+def _forget_loads_in_child() -> None:
+    """After fork: the loading threads did not come along, so their loads would stay pending forever; the
+    module lock may have been held by one of them."""
+    global _lock
+    _lock = threading.Lock()
+    for lkey, load in list(_loads.items()):
+        if not load.done.is_set():
+            del _loads[lkey]
+    for key, answer in list(_answers.items()):
+        if type(answer) is _Load and not answer.done.is_set():
+            del _answers[key]
 
 
-def _load(url: str, kernel: str, device_name: str) -> list[BestRecord] | None:
-    """Every best config of a kernel on a device (one query, cached); None when the database failed."""
-    if (url, kernel, device_name) in _rows:
-        return _rows[url, kernel, device_name]
-    from .store import Store, mask_url
-
-    try:
-        store = _stores.get(url)
-        if store is None:
-            store = _stores[url] = Store(url, readonly=True)
-        rows: list[BestRecord] | None = store.best(kernel, device_name=device_name)
-    except Exception as e:
-        _warn_once(mask_url(url), kernel, e)
-        rows = None
-    # a failure is cached too: a broken database costs one attempt per kernel, not one per call
-    _rows[url, kernel, device_name] = rows or []
-    return rows
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_loads_in_child)

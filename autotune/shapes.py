@@ -12,6 +12,9 @@ from .errors import ShapeError
 
 Shape = dict[str, int]
 
+#: the largest dimension accepted: sizes are int64 in torch/CUDA, and a product of two must still be sane
+MAX_DIM = 2**62
+
 _ITEM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([0-9]+)\s*$")
 
 
@@ -27,7 +30,12 @@ def parse_shape(text: str, params: Sequence[str] | None = None) -> Shape:
         m = _ITEM.match(item)
         if not m:
             raise ShapeError(f"bad shape {text!r}: {item.strip()!r} is not NAME=POSITIVE_INT")
-        name, value = m.group(1), int(m.group(2))
+        name, digits = m.group(1), m.group(2).lstrip("0") or "0"
+        if len(digits) > len(str(MAX_DIM)):  # before int(): a 5000-digit string must not raise ValueError
+            raise ShapeError(
+                f"bad shape {_short(repr(text))}: {name}={_short(digits)} is too large (max 2**62)"
+            )
+        value = int(digits)
         if name in shape:
             raise ShapeError(f"bad shape {text!r}: {name} given twice")
         shape[name] = value
@@ -36,13 +44,15 @@ def parse_shape(text: str, params: Sequence[str] | None = None) -> Shape:
 
 def check_shape(shape: Mapping[str, object], params: Sequence[str] | None = None, what: str = "") -> Shape:
     """Validate a shape mapping: positive ints, and exactly ``params`` when given (returned in that order)."""
-    label = what or ",".join(f"{k}={v}" for k, v in shape.items())
+    label = _short(what or ",".join(f"{k}={_value_text(v)}" for k, v in shape.items()), 120)
     out: Shape = {}
     for name, value in shape.items():
         if isinstance(value, bool) or not isinstance(value, int):
             raise ShapeError(f"bad shape {label}: {name}={value!r} is not an integer")
         if value <= 0:
-            raise ShapeError(f"bad shape {label}: {name}={value} must be positive")
+            raise ShapeError(f"bad shape {label}: {name}={_value_text(value)} must be positive")
+        if value > MAX_DIM:  # torch, numpy and C++ extensions take int64: refuse here, in one line
+            raise ShapeError(f"bad shape {label}: {name}={_value_text(value)} is too large (max 2**62)")
         out[str(name)] = int(value)
     if params is not None:
         missing = [p for p in params if p not in out]
@@ -58,6 +68,21 @@ def check_shape(shape: Mapping[str, object], params: Sequence[str] | None = None
             )
         out = {p: out[p] for p in params}
     return out
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """``text``, cut in the middle when longer than ``limit`` (an error message stays one short line)."""
+    return text if len(text) <= limit else f"{text[: limit // 2]}...{text[-limit // 4 :]}"
+
+
+def _value_text(value: object) -> str:
+    """A dimension for a message; never raises (``str`` of an int of over 4300 digits does)."""
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"<a {value.bit_length()}-bit integer>"
+    try:
+        return _short(repr(value) if not isinstance(value, int) else str(value))
+    except Exception:
+        return f"<{type(value).__name__}>"
 
 
 def format_shape(shape: Mapping[str, int]) -> str:

@@ -19,6 +19,7 @@ A space lives in ``search_spaces/<name>.yaml`` (or inline, as the same mapping, 
 Rules:
 
 - Param names are Python identifiers (expressions refer to them) and may not be device-fact names.
+  Param and constraint names are at most ``MAX_NAME_CHARS`` (200) characters.
 - Choices are finite (at most ``MAX_CHOICES`` per param), non-empty, without duplicates (``1`` and
   ``1.0`` are duplicates, ``true`` and ``1`` are not); floats must be finite; null is not a choice.
 - Every long form also takes ``when``. A ``when`` may use params declared *before* its param and device
@@ -43,8 +44,10 @@ constraint.
 YAML reads unquoted ``on``/``off``/``yes``/``no`` as booleans: quote them to mean strings.
 
 API: :func:`load_space_dict` (file -> raw mapping), :meth:`Space.from_dict` / :meth:`Space.from_yaml` /
-:func:`load_space` (validated :class:`Space`), then ``enumerate``/``count``/``sample`` over valid configs,
-``check``/``is_valid``/``normalize`` for one config, ``to_dict``/``hash`` for identity. ``facts`` is a
+:func:`load_space` (validated :class:`Space`), then ``size_unconstrained``/``size_info``/``enumerable`` for
+the size, ``enumerate``/``count`` (small spaces) and ``sample``/``sample_unique``/``find_valid`` (any
+size) over valid configs, ``check``/``is_valid``/``normalize`` for one config, ``to_dict``/``hash`` for
+identity. ``facts`` is a
 plain ``{name: int}`` mapping (``autotune.env.device_facts`` or ``DEVICE_PRESETS``); a fact an
 expression needs but ``facts`` lacks is a :class:`SpaceError`.
 
@@ -53,6 +56,23 @@ params in order with their choices and ``when``, constraints with explicit names
 in canonical form (``ast.unparse``). YAML formatting, comments, spacing inside expressions, the
 short/long spelling of a param and ``description`` do not change it; a choice, an order, a ``when`` or
 a constraint does.
+
+Size limits (so that no space file, however large or hostile, can hang or exhaust memory):
+
+- ``MAX_ENUMERATE`` (1,000,000) combinations *before constraints* is the most that :meth:`Space.count`
+  (and :meth:`Space.enumerate` given ``limit=``) will walk; past it they raise :class:`SpaceError` saying
+  how big the space is. :meth:`Space.size_unconstrained` is computed without enumerating (a product over
+  params; conditionals counted exactly by a memoized count, or bounded above by the plain product when
+  that count would take more than ``SIZE_STEP_BUDGET`` steps). A search enumerates a space only when
+  :meth:`Space.enumerable` (size at most ``MAX_ENUMERATE``) and samples a larger one
+  (:meth:`Space.sample`, :meth:`Space.sample_unique`: rejection sampling, never the full product).
+- :meth:`Space.find_valid` finds a valid config, or shows there is none, in bounded time (in order with
+  pruning for ``FIND_NODE_BUDGET`` choices tried, then ``FIND_TRIES`` random tries, at most
+  ``FIND_TIME_BUDGET_S`` seconds): an unsatisfiable huge space is an error, not a hang.
+- At most ``MAX_PARAMS`` params. YAML files: at most ``MAX_FILE_BYTES``, nesting at most
+  ``MAX_YAML_DEPTH`` deep, at most ``MAX_YAML_NODES`` nodes once aliases are expanded (an "alias bomb"
+  is refused in milliseconds), no recursive aliases.
+- Error messages quote user values shortened (:func:`_short`): one line, never a whole structure.
 """
 
 from __future__ import annotations
@@ -65,7 +85,10 @@ import math
 import operator
 import os
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import reprlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +101,17 @@ Value = int | float | str | bool
 Env = Mapping[str, Any]
 
 MAX_CHOICES = 100_000  # per param: a range this large is a typo, and would make enumeration hopeless
+MAX_PARAMS = 256  # enumeration and counting recurse once per param
+MAX_NAME_CHARS = 200  # param and constraint names (they appear in every message about them)
+#: combinations (before constraints) that count() / enumerate(limit=...) walk; larger spaces are sampled
+MAX_ENUMERATE = 1_000_000
+SIZE_STEP_BUDGET = 100_000  # steps size_unconstrained spends counting conditionals exactly, then bounds
+FIND_NODE_BUDGET = 200_000  # choices find_valid tries in order (depth first) before random tries
+FIND_TRIES = 20_000  # random tries find_valid makes after that
+FIND_TIME_BUDGET_S = 10.0  # find_valid's overall time limit
+MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_YAML_DEPTH = 64  # nesting of YAML collections, aliases expanded
+MAX_YAML_NODES = 1_000_000  # YAML nodes once aliases are expanded (an alias bomb expands to billions)
 MAX_EXPR_CHARS = 4000
 MAX_POW_EXPONENT = 64
 MAX_INT_BITS = 4096  # caps what ** can build, so an expression cannot eat memory or time
@@ -129,6 +163,46 @@ _EVAL_ERRORS = (ArithmeticError, ValueError, TypeError, RecursionError)
 
 
 # --------------------------------------------------------------------------------------------------
+# messages
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 40
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxfrozenset = _REPR.maxdict = 6
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    """``text`` on one line, at most ``limit`` characters (for user text put in a message unquoted)."""
+    text = str(text)
+    if len(text) > 4 * limit:  # only a bounded prefix is ever looked at
+        text = text[: 4 * limit]
+    if any(ch in text for ch in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"):
+        text = " ".join(part.strip() for part in text.splitlines())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """A repr of a user value for an error message: one line, at most ``limit`` characters, in time
+    bounded whatever the value (a deep or alias-shared structure, a huge string)."""
+    try:
+        text = repr(value[: limit + 1]) if isinstance(value, str) else _REPR.repr(value)
+    except Exception:  # e.g. an int too long to print
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _names(names: Sequence[str] | set[str], limit: int = 200) -> str:
+    return _clip(", ".join(names), limit)
+
+
+def format_count(n: int) -> str:
+    """1,234,567 or, past 10**15, 1.23e27."""
+    if n < 10**15:
+        return f"{n:,}"
+    digits = str(n)  # at most MAX_PARAMS * 6 digits: under int-to-str's limit
+    return f"{digits[0]}.{digits[1:3]}e{len(digits) - 1}"
+
+
+# --------------------------------------------------------------------------------------------------
 # expressions
 
 
@@ -136,22 +210,49 @@ class _Reject(Exception):
     """An expression uses something outside the whitelist (caught and re-raised as SpaceError)."""
 
 
+class _OutOfBudget(Exception):
+    """A bounded walk or count ran out of steps or time."""
+
+
+class _Budget:
+    """Steps (and optionally a deadline, checked every 1024 steps) for a bounded walk or count."""
+
+    __slots__ = ("left", "used", "deadline")
+
+    def __init__(self, steps: int, deadline: float | None = None):
+        self.left, self.used, self.deadline = steps, 0, deadline
+
+    def step(self) -> None:
+        if self.left <= 0 or (
+            self.deadline is not None and not self.used & 1023 and time.monotonic() > self.deadline
+        ):
+            raise _OutOfBudget
+        self.left -= 1
+        self.used += 1
+
+    def each(self, items: Iterable[Any]) -> Iterator[Any]:
+        """``items``, one step each."""
+        for item in items:
+            self.step()
+            yield item
+
+
 def _num(x: Any) -> Any:
     # Strings are allowed as literals only to compare with string choices; "x" * 10**9 must not run.
     if isinstance(x, str):
-        raise TypeError(f"arithmetic on a string ({x!r})")
+        raise TypeError(f"arithmetic on a string ({_short(x, 40)})")
     return x
 
 
 def _pow(a: Any, b: Any) -> Any:
     a, b = _num(a), _num(b)
     if abs(b) > MAX_POW_EXPONENT:
-        raise OverflowError(f"exponent {b} too large (at most {MAX_POW_EXPONENT})")
+        raise OverflowError(f"exponent {_short(b, 40)} too large (at most {MAX_POW_EXPONENT})")
     if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a).bit_length() * b > MAX_INT_BITS:
-        raise OverflowError(f"{a} ** {b} is too large")
+        raise OverflowError(f"{_short(a, 40)} ** {b} is too large")
     r = a**b
     if isinstance(r, complex):
-        raise ValueError(f"{a} ** {b} is not a real number")
+        raise ValueError(f"{_short(a, 40)} ** {_short(b, 40)} is not a real number")
     return r
 
 
@@ -160,7 +261,7 @@ def _build(node: ast.AST, names: set[str]) -> Callable[[Env], Any]:
     if isinstance(node, ast.Constant):
         v = node.value
         if type(v) not in (int, float, bool, str):
-            raise _Reject(f"the literal {v!r} is not allowed")
+            raise _Reject(f"the literal {_short(v, 40)} is not allowed")
         return lambda env: v
     if isinstance(node, ast.Name):
         names.add(node.id)
@@ -225,7 +326,7 @@ def _build(node: ast.AST, names: set[str]) -> Callable[[Env], Any]:
     if isinstance(node, ast.Call):
         fname = node.func.id if isinstance(node.func, ast.Name) else None
         if fname not in _FUNCTIONS or node.keywords:
-            what = fname or ast.unparse(node.func)
+            what = fname or _clip(ast.unparse(node.func), 40)
             raise _Reject(
                 f"the call {what}(...) is not allowed (allowed: {', '.join(_FUNCTIONS)}, no keywords)"
             )
@@ -251,7 +352,7 @@ class _Expr:
     def __init__(self, text: str, where: str, allowed_params: Callable[[str], str | None]):
         """``allowed_params(name)`` returns None if the param may be used here, else why not."""
         if not isinstance(text, str) or not text.strip():
-            raise SpaceError(f"{where}: expected a non-empty expression string (got {text!r})")
+            raise SpaceError(f"{where}: expected a non-empty expression string (got {_short(text)})")
         if len(text) > MAX_EXPR_CHARS:
             raise SpaceError(f"{where}: expression longer than {MAX_EXPR_CHARS} characters")
         try:
@@ -261,14 +362,16 @@ class _Expr:
             self.canon = ast.unparse(tree)
         except SyntaxError as exc:
             col = f" at column {exc.offset}" if exc.offset else ""
-            raise SpaceError(f"{where}: syntax error in {text!r}{col}: {exc.msg}") from None
+            raise SpaceError(f"{where}: syntax error in {_short(text, 200)}{col}: {_clip(exc.msg)}") from None
         except _Reject as exc:
-            raise SpaceError(f"{where}: {exc} in {text!r}") from None
+            raise SpaceError(f"{where}: {_clip(str(exc))} in {_short(text, 200)}") from None
         except (RecursionError, MemoryError, ValueError) as exc:
-            raise SpaceError(f"{where}: cannot parse {text!r}: {type(exc).__name__}: {exc}") from None
+            raise SpaceError(
+                f"{where}: cannot parse {_short(text, 200)}: {type(exc).__name__}: {_clip(str(exc))}"
+            ) from None
         for n in sorted(names):
             if n not in FACT_NAMES and (why := allowed_params(n)):
-                raise SpaceError(f"{where}: {why} in {text!r}")
+                raise SpaceError(f"{where}: {why} in {_short(text, 200)}")
         self.text = text
         self.facts = frozenset(n for n in names if n in FACT_NAMES)
         self.params = frozenset(names - self.facts)
@@ -277,7 +380,7 @@ class _Expr:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, ZeroDivisionError):  # Python words it three ways
         return "division by zero"
-    return str(exc) or type(exc).__name__
+    return _clip(str(exc)) or type(exc).__name__
 
 
 # --------------------------------------------------------------------------------------------------
@@ -323,13 +426,13 @@ class Param:
         missing = sorted(self._when.facts - set(facts or ()))
         if missing:
             raise SpaceError(
-                f"param {self.name}: when {self.when!r} uses device fact {missing[0]!r}, not given"
+                f"param {self.name}: when {_short(self.when, 200)} uses device fact {missing[0]!r}, not given"
             )
         try:
             return self._active(config, {**(facts or {}), **config})
         except _EVAL_ERRORS as exc:
             raise SpaceError(
-                f"param {self.name}: when {self.when!r} cannot be evaluated: {_describe(exc)}"
+                f"param {self.name}: when {_short(self.when, 200)} cannot be evaluated: {_describe(exc)}"
             ) from None
 
     def _active(self, cfg: Mapping[str, Any], env: Env) -> bool:
@@ -376,7 +479,7 @@ class Constraint:
 
     @property
     def label(self) -> str:
-        return f"{self.name!r} ({self.expr})" if self.named else repr(self.expr)
+        return f"{_short(self.name)} ({_clip(self.expr)})" if self.named else _short(self.expr, 200)
 
     def _ok(self, cfg: Mapping[str, Any], env: Env) -> bool:
         """Fast path for enumeration: does the config (all params this uses bound) satisfy it?"""
@@ -402,7 +505,7 @@ class Constraint:
         except _EVAL_ERRORS as exc:
             return f"constraint {self.label} cannot be evaluated: {_describe(exc)}"
         used = sorted(self._expr.params) + sorted(self._expr.facts)
-        return f"constraint {self.label} is false with " + ", ".join(f"{n}={env[n]!r}" for n in used)
+        return f"constraint {self.label} is false with " + ", ".join(f"{n}={_short(env[n])}" for n in used)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -411,7 +514,7 @@ class Constraint:
 
 def _check_choices(values: Any, where: str) -> list[Value]:
     if not isinstance(values, list | tuple):
-        raise SpaceError(f"{where}: values must be a list (got {values!r})")
+        raise SpaceError(f"{where}: values must be a list (got {_short(values)})")
     if not values:
         raise SpaceError(f"{where}: no choices (empty list)")
     if len(values) > MAX_CHOICES:
@@ -420,11 +523,11 @@ def _check_choices(values: Any, where: str) -> list[Value]:
     for v in values:
         key = _choice_key(v)
         if key is None:
-            raise SpaceError(f"{where}: choice {v!r} is not a number, string or bool")
+            raise SpaceError(f"{where}: choice {_short(v)} is not a number, string or bool")
         if isinstance(v, float) and not math.isfinite(v):
-            raise SpaceError(f"{where}: choice {v!r} is not a finite number")
+            raise SpaceError(f"{where}: choice {_short(v)} is not a finite number")
         if key in seen:
-            raise SpaceError(f"{where}: duplicate choice {v!r}")
+            raise SpaceError(f"{where}: duplicate choice {_short(v)}")
         seen.add(key)
     return list(values)
 
@@ -432,14 +535,16 @@ def _check_choices(values: Any, where: str) -> list[Value]:
 def _bounds(arg: Any, kind: str, where: str) -> tuple[int, int]:
     ok = isinstance(arg, list | tuple) and len(arg) == 2
     if not ok or any(isinstance(x, bool) or not isinstance(x, int) for x in arg):
-        raise SpaceError(f"{where}: {kind} must be [low, high] with integer bounds (got {arg!r})")
+        raise SpaceError(f"{where}: {kind} must be [low, high] with integer bounds (got {_short(arg)})")
     lo, hi = arg
     if kind == "pow2":
         for x in (lo, hi):
             if x < 1 or x & (x - 1):
-                raise SpaceError(f"{where}: pow2 bounds must be powers of two (got {x})")
+                raise SpaceError(f"{where}: pow2 bounds must be powers of two (got {_short(x)})")
     if lo > hi:
-        raise SpaceError(f"{where}: {kind} bounds are the wrong way round: low {lo} > high {hi}")
+        raise SpaceError(
+            f"{where}: {kind} bounds are the wrong way round: low {_short(lo)} > high {_short(hi)}"
+        )
     return lo, hi
 
 
@@ -447,9 +552,13 @@ _PARAM_KINDS = ("values", "pow2", "range", "bool")
 
 
 def _parse_param(name: Any, spec: Any, order: list[str], src: str) -> Param:
-    where = f"{src}: param {name}"
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-        raise SpaceError(f"{src}: param {name!r}: the name must be a Python identifier (expressions use it)")
+        raise SpaceError(
+            f"{src}: param {_short(name)}: the name must be a Python identifier (expressions use it)"
+        )
+    if len(name) > MAX_NAME_CHARS:
+        raise SpaceError(f"{src}: param {_short(name)}: name longer than {MAX_NAME_CHARS} characters")
+    where = f"{src}: param {name}"
     if name in FACT_NAMES:
         raise SpaceError(f"{where}: the name clashes with the device fact {name} ({FACT_NAMES[name]})")
     when_text = None
@@ -461,7 +570,7 @@ def _parse_param(name: Any, spec: Any, order: list[str], src: str) -> Param:
         extra = sorted(str(k) for k in spec if k not in (*_PARAM_KINDS, "step", "when"))
         if extra:
             raise SpaceError(
-                f"{where}: unknown key(s) {', '.join(extra)} (expected one of values, pow2, range, bool; "
+                f"{where}: unknown key(s) {_names(extra)} (expected one of values, pow2, range, bool; "
                 "plus when, and step with range)"
             )
         kinds = [k for k in _PARAM_KINDS if k in spec]
@@ -475,7 +584,7 @@ def _parse_param(name: Any, spec: Any, order: list[str], src: str) -> Param:
             values = arg
         elif kind == "bool":
             if arg is not True:
-                raise SpaceError(f"{where}: write bool: true (got bool: {arg!r})")
+                raise SpaceError(f"{where}: write bool: true (got bool: {_short(arg)})")
             values = [False, True]
         elif kind == "pow2":
             lo, hi = _bounds(arg, kind, where)
@@ -484,14 +593,16 @@ def _parse_param(name: Any, spec: Any, order: list[str], src: str) -> Param:
             lo, hi = _bounds(arg, kind, where)
             step = spec.get("step", 1)
             if isinstance(step, bool) or not isinstance(step, int) or step < 1:
-                raise SpaceError(f"{where}: step must be a positive integer (got {step!r})")
+                raise SpaceError(f"{where}: step must be a positive integer (got {_short(step)})")
             if (hi - lo) // step + 1 > MAX_CHOICES:
-                raise SpaceError(f"{where}: range has {(hi - lo) // step + 1} values; at most {MAX_CHOICES}")
+                raise SpaceError(
+                    f"{where}: range has {format_count((hi - lo) // step + 1)} values; at most {MAX_CHOICES}"
+                )
             values = list(range(lo, hi + 1, step))
         when_text = spec.get("when")
     else:
         raise SpaceError(
-            f"{where}: bad spec {spec!r}: expected a list of choices, a mapping with values/pow2/range/bool, "
+            f"{where}: bad spec {_short(spec)}: expected a list of choices, a mapping with values/pow2/range/bool, "
             "or 'bool'"
         )
     choices = _check_choices(values, where)
@@ -506,7 +617,7 @@ def _parse_param(name: Any, spec: Any, order: list[str], src: str) -> Param:
                 return f"{n} is the param itself"
             if n in order:
                 return f"{n} is declared after {name} (a when may only use params declared before it)"
-            return f"unknown name {n!r} (known here: {', '.join(before) or 'no params'}; device facts)"
+            return f"unknown name {n!r} (known here: {_names(before) or 'no params'}; device facts)"
 
         when = _Expr(when_text, f"{where}: when", allowed)
     return Param(name, choices, when)
@@ -516,25 +627,29 @@ def _parse_constraint(i: int, raw: Any, order: list[str], src: str) -> Constrain
     def allowed(n: str) -> str | None:
         if n in order:
             return None
-        return f"unknown name {n!r} (known: params {', '.join(order)}; device facts {', '.join(FACT_NAMES)})"
+        return f"unknown name {n!r} (known: params {_names(order)}; device facts {', '.join(FACT_NAMES)})"
 
     if isinstance(raw, str):
-        return Constraint(_Expr(raw, f"{src}: constraint {raw!r}", allowed))
+        return Constraint(_Expr(raw, f"{src}: constraint {_short(raw, 200)}", allowed))
     if not isinstance(raw, Mapping):
         raise SpaceError(
-            f"{src}: constraint #{i + 1}: expected an expression string or a mapping (got {raw!r})"
+            f"{src}: constraint #{i + 1}: expected an expression string or a mapping (got {_short(raw)})"
         )
     extra = sorted(str(k) for k in raw if k not in ("expr", "name", "when"))
     name = raw.get("name")
-    label = f"constraint {name}" if isinstance(name, str) and name.strip() else f"constraint #{i + 1}"
+    label = (
+        f"constraint {_clip(name, 80)}" if isinstance(name, str) and name.strip() else f"constraint #{i + 1}"
+    )
     if extra:
-        raise SpaceError(f"{src}: {label}: unknown key(s) {', '.join(extra)} (expected expr, name, when)")
+        raise SpaceError(f"{src}: {label}: unknown key(s) {_names(extra)} (expected expr, name, when)")
     if "expr" not in raw:
         raise SpaceError(f"{src}: {label}: missing expr")
     if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise SpaceError(f"{src}: {label}: name must be a non-empty string (got {name!r})")
+        raise SpaceError(f"{src}: {label}: name must be a non-empty string (got {_short(name)})")
+    if name is not None and len(name) > MAX_NAME_CHARS:
+        raise SpaceError(f"{src}: {label}: name longer than {MAX_NAME_CHARS} characters")
     if name is None:
-        label = f"constraint {raw['expr']!r}"
+        label = f"constraint {_short(raw['expr'], 200)}"
     expr = _Expr(raw["expr"], f"{src}: {label}", allowed)
     when = _Expr(raw["when"], f"{src}: {label}: when", allowed) if raw.get("when") is not None else None
     return Constraint(expr, name, when)
@@ -574,7 +689,7 @@ class Space:
         self._fact_users: dict[str, tuple[str, bool]] = {}
         for p in self.params:
             for f in sorted(p._when.facts if p._when else ()):
-                self._fact_users.setdefault(f, (f"param {p.name} (when {p.when!r})", True))
+                self._fact_users.setdefault(f, (f"param {p.name} (when {_short(p.when, 200)})", True))
         for c in self.constraints:
             for f in sorted(c._expr.facts | (c._when.facts if c._when else frozenset())):
                 self._fact_users.setdefault(f, (f"constraint {c.label}", False))
@@ -589,7 +704,7 @@ class Space:
         extra = sorted(str(k) for k in d if k not in ("name", "description", "params", "constraints"))
         if extra:
             raise SpaceError(
-                f"{src}: unknown key(s) {', '.join(extra)} (expected name, description, params, constraints)"
+                f"{src}: unknown key(s) {_names(extra)} (expected name, description, params, constraints)"
             )
         name = d.get("name")
         if not isinstance(name, str) or not name.strip():
@@ -606,6 +721,8 @@ class Space:
             )
         if not raw_params:
             raise SpaceError(f"{src}: params is empty")
+        if len(raw_params) > MAX_PARAMS:
+            raise SpaceError(f"{src}: {len(raw_params)} params; at most {MAX_PARAMS}")
         order = [k for k in raw_params if isinstance(k, str)]
         params = [_parse_param(k, v, order, src) for k, v in raw_params.items()]
         raw_cons = d.get("constraints")
@@ -681,7 +798,9 @@ class Space:
         try:
             return self.params[self._index[name]]
         except KeyError:
-            raise SpaceError(f"{self.source}: no param {name!r} (params: {', '.join(self.names)})") from None
+            raise SpaceError(
+                f"{self.source}: no param {_short(name)} (params: {_names(self.names)})"
+            ) from None
 
     # ---- configs
 
@@ -704,14 +823,14 @@ class Space:
             raise SpaceError(f"{self.source}: a config must be a mapping (got {type(config).__name__})")
         for k in config:
             if k not in self._index:
-                raise SpaceError(f"{self.source}: unknown param {k!r} (params: {', '.join(self.names)})")
+                raise SpaceError(f"{self.source}: unknown param {_short(k)} (params: {_names(self.names)})")
         out: dict[str, Any] = {}
         for p in self.params:
             if p.name in config:
                 v = p._match(config[p.name])
                 if v is _NO:
                     raise SpaceError(
-                        f"{self.source}: param {p.name}: {config[p.name]!r} is not one of {list(p.choices)!r}"
+                        f"{self.source}: param {p.name}: {_short(config[p.name])} is not one of {_short(list(p.choices), 120)}"
                     )
                 out[p.name] = v
         return out
@@ -723,7 +842,7 @@ class Space:
         env = self._env(facts)
         if not isinstance(config, Mapping):
             return [f"a config must be a mapping (got {type(config).__name__})"]
-        reasons = [f"unknown param {k!r}" for k in config if k not in self._index]
+        reasons = [f"unknown param {_short(k)}" for k in config if k not in self._index]
         cfg: dict[str, Any] = {}
         unknown: set[str] = set()  # params whose status cannot be judged (bad value upstream)
         for p in self.params:
@@ -733,18 +852,24 @@ class Space:
             try:
                 act = p._active(cfg, env)
             except _EVAL_ERRORS as exc:
-                reasons.append(f"param {p.name}: when {p.when!r} cannot be evaluated: {_describe(exc)}")
+                reasons.append(
+                    f"param {p.name}: when {_short(p.when, 200)} cannot be evaluated: {_describe(exc)}"
+                )
                 unknown.add(p.name)
                 continue
             given = p.name in config
             if act and not given:
                 reasons.append(f"missing param {p.name}")
             elif given and not act:
-                reasons.append(f"param {p.name} is given but inactive (its when {p.when!r} is false)")
+                reasons.append(
+                    f"param {p.name} is given but inactive (its when {_short(p.when, 200)} is false)"
+                )
             elif given:
                 v = p._match(config[p.name])
                 if v is _NO:
-                    reasons.append(f"param {p.name}: {config[p.name]!r} is not one of {list(p.choices)!r}")
+                    reasons.append(
+                        f"param {p.name}: {_short(config[p.name])} is not one of {_short(list(p.choices), 120)}"
+                    )
                     unknown.add(p.name)
                 else:
                     cfg[p.name] = env[p.name] = v
@@ -755,8 +880,11 @@ class Space:
     def is_valid(self, config: Mapping[str, Any], facts: Mapping[str, Any] | None = None) -> bool:
         return not self.check(config, facts)
 
-    def _walk(self, env: dict[str, Any], build: bool) -> Iterator[dict[str, Any] | None]:
-        """Depth-first product in declaration order, pruning with each constraint at its stage."""
+    def _walk(
+        self, env: dict[str, Any], build: bool, budget: _Budget | None = None
+    ) -> Iterator[dict[str, Any] | None]:
+        """Depth-first product in declaration order, pruning with each constraint at its stage. With a
+        ``budget``, each choice tried is one step and ``_OutOfBudget`` ends the walk."""
         params, stage, n = self.params, self._stage, len(self.params)
         cfg: dict[str, Any] = {}
         if not all(c._ok(cfg, env) for c in self._fact_only):
@@ -776,7 +904,7 @@ class Space:
                     yield from rec(i + 1)
                 return
             name, checks = p.name, stage[i]
-            for v in p.choices:
+            for v in p.choices if budget is None else budget.each(p.choices):
                 cfg[name] = env[name] = v
                 for c in checks:
                     if not c._ok(cfg, env):
@@ -791,67 +919,234 @@ class Space:
 
         yield from rec(0)
 
-    def enumerate(self, facts: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-        """Every valid config, in a deterministic order (the product in declaration order)."""
-        return self._walk(self._env(facts), build=True)  # type: ignore[return-value]
+    def _refuse_if_large(self, facts: Mapping[str, Any] | None, limit: int | None, what: str) -> None:
+        if limit is None:
+            return
+        size, exact = self.size_info(facts)
+        if size > limit:
+            raise SpaceError(
+                f"{self.source}: {what}: the space has {'' if exact else 'up to '}{format_count(size)} "
+                f"combinations before constraints, more than the limit of {format_count(limit)} "
+                "(autotune.space.MAX_ENUMERATE); sample it instead"
+            )
 
-    def count(self, facts: Mapping[str, Any] | None = None) -> int:
-        return sum(1 for _ in self._walk(self._env(facts), build=False))
+    def enumerate(
+        self, facts: Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every valid config, in a deterministic order (the product in declaration order), lazily.
+
+        With ``limit`` (e.g. ``MAX_ENUMERATE``), raises SpaceError up front when the space has more than
+        ``limit`` combinations before constraints (so ``list(space.enumerate(facts, limit=...))`` is
+        bounded); without it, iterating a huge space may take forever (take a prefix with islice)."""
+        env = self._env(facts)
+        self._refuse_if_large(facts, limit, "cannot enumerate")
+        return self._walk(env, build=True)  # type: ignore[return-value]
+
+    def count(self, facts: Mapping[str, Any] | None = None, limit: int | None = MAX_ENUMERATE) -> int:
+        """How many valid configs there are (by enumerating them). Raises SpaceError, at once, when the
+        space has more than ``limit`` combinations before constraints (``None``: no limit)."""
+        env = self._env(facts)
+        self._refuse_if_large(facts, limit, "too large to count exactly")
+        return sum(1 for _ in self._walk(env, build=False))
+
+    def enumerable(self, facts: Mapping[str, Any] | None = None, limit: int = MAX_ENUMERATE) -> bool:
+        """Whether the space is small enough (at most ``limit`` combinations before constraints) to
+        enumerate: what :meth:`count` and ``enumerate(limit=...)`` accept. Larger spaces: sample them."""
+        return self.size_unconstrained(facts) <= limit
 
     def size_unconstrained(self, facts: Mapping[str, Any] | None = None) -> int:
-        """Configs before constraints (inactive params do not multiply). ``facts`` are needed only if a
-        ``when`` uses one. Branches only on params some ``when`` reads, so it is fast on large spaces."""
+        """Configs before constraints (inactive params do not multiply): exact, or, for conditionals too
+        entangled to count in ``SIZE_STEP_BUDGET`` steps, an upper bound (see :meth:`size_info`).
+        ``facts`` are needed only if a ``when`` uses one. Never enumerates."""
+        return self.size_info(facts)[0]
+
+    def size_info(self, facts: Mapping[str, Any] | None = None) -> tuple[int, bool]:
+        """``(size, exact)``: the number of configs before constraints and whether it is exact.
+
+        A product over params; where a ``when`` reads earlier params, the count branches on those params
+        only and is memoized on the values the remaining ``when``\\s can still read, so a chain or a
+        tree of conditionals costs time linear in the params. If that state space is too big (more than
+        ``SIZE_STEP_BUDGET`` steps), the result is the product of all choice counts, an upper bound
+        (``exact`` False). Time is bounded either way."""
         env = self._env(facts, whens_only=True)
-        read = set().union(*(p._when.params for p in self.params if p._when))
         params, n = self.params, len(self.params)
+        bound = math.prod(len(p.choices) for p in params)
+        if all(p._when is None for p in params):
+            return bound, True
+        # live[i]: the params declared before i that a when at i or later reads (the state at step i)
+        live: list[tuple[str, ...]] = [()] * (n + 1)
+        reads: set[str] = set()
+        for i in range(n - 1, -1, -1):
+            if params[i]._when is not None:
+                reads |= params[i]._when.params
+            live[i] = tuple(sorted(x for x in reads if self._index[x] < i))
+        memo: list[dict[tuple[Any, ...], int]] = [{} for _ in range(n)]
+        budget = _Budget(SIZE_STEP_BUDGET)
         cfg: dict[str, Any] = {}
 
         def rec(i: int) -> int:
             if i == n:
                 return 1
+            budget.step()
+            vals = tuple(map(cfg.get, live[i], repeat(_NO)))
+            key = (vals, tuple(map(type, vals)))  # types: 1 and True are equal keys, not the same choice
+            hit = memo[i].get(key)
+            if hit is not None:
+                return hit
             p = params[i]
             try:
                 act = p._active(cfg, env)
             except _EVAL_ERRORS:
-                return 0
-            if not act:
-                return rec(i + 1)
-            if p.name not in read:
-                return len(p.choices) * rec(i + 1)
-            total = 0
-            for v in p.choices:
-                cfg[p.name] = env[p.name] = v
-                total += rec(i + 1)
-            del cfg[p.name], env[p.name]
+                total = 0
+            else:
+                if not act:
+                    total = rec(i + 1)
+                elif p.name not in live[i + 1]:
+                    total = len(p.choices) * rec(i + 1)
+                else:
+                    total = 0
+                    for v in p.choices:
+                        cfg[p.name] = env[p.name] = v
+                        total += rec(i + 1)
+                    del cfg[p.name], env[p.name]
+            memo[i][key] = total
             return total
 
-        return rec(0)
+        try:
+            return rec(0), True
+        except _OutOfBudget:
+            return bound, False
+
+    def _draw(self, rng: random.Random, env0: Mapping[str, Any]) -> dict[str, Any] | None:
+        """One rejection-sampling try: each active param drawn uniformly; None on a violated constraint."""
+        env: dict[str, Any] = dict(env0)
+        cfg: dict[str, Any] = {}
+        for i, p in enumerate(self.params):
+            try:
+                if not p._active(cfg, env):
+                    continue
+            except _EVAL_ERRORS:
+                return None
+            cfg[p.name] = env[p.name] = rng.choice(p.choices)
+            for c in self._stage[i]:
+                if not c._ok(cfg, env):
+                    return None
+        return cfg
 
     def sample(
         self, rng: random.Random, facts: Mapping[str, Any] | None = None, max_tries: int = 10000
     ) -> dict[str, Any]:
         """A random valid config: each active param drawn uniformly, rejected on the first violated
-        constraint (uniform over valid configs when there are no conditionals)."""
+        constraint (uniform over valid configs when there are no conditionals). Never builds the product:
+        each try costs one pass over the params. SpaceError after ``max_tries`` failed tries."""
         env0 = self._env(facts)
         if all(c._ok({}, env0) for c in self._fact_only):
             for _ in range(max_tries):
-                env, cfg, ok = dict(env0), {}, True
-                for i, p in enumerate(self.params):
-                    try:
-                        if not p._active(cfg, env):
-                            continue
-                    except _EVAL_ERRORS:
-                        ok = False
-                        break
-                    cfg[p.name] = env[p.name] = rng.choice(p.choices)
-                    if not all(c._ok(cfg, env) for c in self._stage[i]):
-                        ok = False
-                        break
-                if ok:
+                cfg = self._draw(rng, env0)
+                if cfg is not None:
                     return cfg
         raise SpaceError(
             f"{self.source}: no valid config found in {max_tries} random tries "
-            f"(count() says how many valid configs there are under these facts)"
+            "(find_valid() looks harder, in bounded time; count() says how many valid configs a small "
+            "space has)"
+        )
+
+    def sample_unique(
+        self,
+        rng: random.Random,
+        n: int,
+        facts: Mapping[str, Any] | None = None,
+        exclude: Iterable[str] = (),
+        max_tries: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Up to ``n`` distinct random valid configs whose ``autotune.trial.config_hash`` is not in
+        ``exclude`` (e.g. the configs already evaluated), by rejection sampling. Makes at most
+        ``max_tries`` tries (default ``100 * n + 10000``) and returns fewer configs when they run out
+        (a small or nearly exhausted space); never raises for that, and never builds the product."""
+        from .trial import config_hash
+
+        env0 = self._env(facts)
+        seen = set(exclude)
+        out: list[dict[str, Any]] = []
+        if n <= 0 or not all(c._ok({}, env0) for c in self._fact_only):
+            return out
+        for _ in range(100 * n + 10000 if max_tries is None else max_tries):
+            cfg = self._draw(rng, env0)
+            if cfg is None:
+                continue
+            h = config_hash(cfg)
+            if h not in seen:
+                seen.add(h)
+                out.append(cfg)
+                if len(out) >= n:
+                    break
+        return out
+
+    def find_valid(
+        self,
+        facts: Mapping[str, Any] | None = None,
+        *,
+        node_budget: int = FIND_NODE_BUDGET,
+        tries: int = FIND_TRIES,
+        time_budget_s: float = FIND_TIME_BUDGET_S,
+        rng: random.Random | None = None,
+    ) -> dict[str, Any]:
+        """A valid config, found in bounded time, or SpaceError saying there is none (or none was found).
+
+        Whatever the size of the space: (1) a constraint on facts alone that is false, or a param (not
+        conditional) none of whose choices passes the constraints on it alone, proves there is none;
+        (2) a depth-first walk in declaration order with pruning, for up to ``node_budget`` choices
+        tried, finds the first valid config in :meth:`enumerate` order, or proves there is none if it
+        completes; (3) then up to ``tries`` random tries (``rng``: default seeded, deterministic).
+        All within about ``time_budget_s`` seconds; the error says which of these ran."""
+        env = self._env(facts)
+        for c in self._fact_only:
+            if not c._ok({}, env):
+                raise SpaceError(f"{self.source}: no valid config: {c._violation({}, env)}")
+        started = time.monotonic()
+        deadline = started + time_budget_s
+        try:  # a proof that is cheap when params have few choices; skipped (not failed) past the budget
+            proof = _Budget(node_budget, deadline)
+            for i, p in enumerate(self.params):
+                alone = [c for c in self._stage[i] if c._params == {p.name}]
+                if p._when is not None or not alone:
+                    continue
+                for v in p.choices:
+                    proof.step()
+                    if all(c._ok({p.name: v}, {**env, p.name: v}) for c in alone):
+                        break
+                else:
+                    names = _clip("; ".join(c.label for c in alone))
+                    raise SpaceError(
+                        f"{self.source}: no valid config: no choice of param {p.name} satisfies {names}"
+                    )
+        except _OutOfBudget:
+            pass
+        budget = _Budget(node_budget, deadline)
+        try:
+            for cfg in self._walk(dict(env), build=True, budget=budget):
+                return cfg  # type: ignore[return-value]
+        except _OutOfBudget:
+            pass
+        else:
+            size, exact = self.size_info(facts)
+            every = (
+                f"all {format_count(size)} combinations violate" if exact else "every combination violates"
+            )
+            raise SpaceError(f"{self.source}: no valid config: {every} a constraint")
+        visited = budget.used
+        rng = rng if rng is not None else random.Random(0)
+        done = 0
+        while done < tries and time.monotonic() - started < time_budget_s:
+            for _ in range(min(256, tries - done)):
+                done += 1
+                cfg = self._draw(rng, env)
+                if cfg is not None:
+                    return cfg
+        raise SpaceError(
+            f"{self.source}: no valid config found in {time.monotonic() - started:.1f} s "
+            f"({format_count(visited)} choices tried in order, {format_count(done)} random tries); "
+            "the constraints are probably unsatisfiable on these facts"
         )
 
 
@@ -860,7 +1155,30 @@ class Space:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently: a param would vanish)."""
+    """SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently: a param would vanish),
+    nesting deeper than ``MAX_YAML_DEPTH``, recursive aliases, and documents of more than
+    ``MAX_YAML_NODES`` nodes once aliases are expanded (an alias bomb), all before constructing."""
+
+    def __init__(self, stream: Any):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        # PyYAML composes recursively: a 5,000-deep list would be a RecursionError without this.
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", self.peek_event().start_mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self) -> yaml.Node:
+        node = super().compose_document()
+        _check_expansion(node)
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         self.flatten_mapping(node)
@@ -876,17 +1194,61 @@ class _StrictLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping",
                     node.start_mark,
-                    f"duplicate key {key!r}",
+                    f"duplicate key {_short(key)}",
                     key_node.start_mark,
                 )
         return super().construct_mapping(node, deep=deep)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a composed document whose aliases expand to more than ``MAX_YAML_NODES`` nodes or
+    ``MAX_YAML_DEPTH`` levels, or loop. Iterative and memoized: linear in the composed nodes."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        if done:
+            kids = _children(node)
+            size[nid] = 1 + sum(size[id(k)] for k in kids)
+            depth[nid] = 1 + max((depth[id(k)] for k in kids), default=0)
+            open_.discard(nid)
+            problem = None
+            if size[nid] > MAX_YAML_NODES:
+                problem = f"more than {MAX_YAML_NODES:,} nodes once aliases are expanded (an alias bomb?)"
+            elif depth[nid] > MAX_YAML_DEPTH:
+                problem = f"nested more than {MAX_YAML_DEPTH} levels deep once aliases are expanded"
+            if problem:
+                raise yaml.composer.ComposerError(None, None, problem, node.start_mark)
+            continue
+        if nid in size:
+            continue
+        if nid in open_:
+            raise yaml.composer.ComposerError(None, None, "an alias refers to itself", node.start_mark)
+        open_.add(nid)
+        stack.append((node, True))
+        stack.extend((k, False) for k in _children(node) if id(k) not in size)
 
 
 def load_space_dict(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and YAML-parse a space file; the raw mapping (validate it with :meth:`Space.from_dict`)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise SpaceError(f"{p}: larger than {MAX_FILE_BYTES:,} bytes; not a search-space file")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise SpaceError(f"{p}: no such search-space file") from None
     except IsADirectoryError:
@@ -900,9 +1262,11 @@ def load_space_dict(path: str | os.PathLike[str]) -> dict[str, Any]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
-        raise SpaceError(f"{p}{line}: YAML error: {exc.problem or exc.context}") from None
+        raise SpaceError(f"{p}{line}: YAML error: {_clip(str(exc.problem or exc.context))}") from None
     except yaml.YAMLError as exc:
-        raise SpaceError(f"{p}: YAML error: {exc}") from None
+        raise SpaceError(f"{p}: YAML error: {_clip(str(exc))}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # e.g. an integer of over 4300 digits
+        raise SpaceError(f"{p}: YAML error: {type(exc).__name__}: {_clip(str(exc))}") from None
     if not isinstance(data, dict):
         got = "an empty file" if data is None else f"a {type(data).__name__}"
         raise SpaceError(f"{p}: a search space must be a YAML mapping (got {got})")
@@ -932,4 +1296,6 @@ def load_space(
     for c in candidates:
         if c.is_file():
             return Space.from_yaml(c)
-    raise SpaceError(f"search space {text!r} not found (looked in {', '.join(str(c) for c in candidates)})")
+    raise SpaceError(
+        f"search space {_short(text)} not found (looked in {', '.join(str(c) for c in candidates)})"
+    )

@@ -53,6 +53,8 @@ class TrialResult:
     error: str | None = None
     worker: str | None = None
     hostname: str | None = None
+    #: the device it ran on (cuda:1, cpu)
+    device: str | None = None
     #: False when the timing is a placeholder (AUTOTUNE_USE_NVIDIA_TOOLS): never stored as a best
     measured: bool = True
     kernels: dict[str, Any] = field(default_factory=dict)

@@ -1,44 +1,57 @@
-"""The ask/tell loop: Optuna proposes, the worker measures, the store keeps.
+"""The search of one kernel file: for each shape, a strategy proposes, the pipeline evaluates, the store keeps.
 
-The Optuna study lives in the same database as our tables, under a name derived from the stored key, so
-a search resumes where it stopped and several processes (one per GPU, on one host or many) can join one
-study. Our ``trials`` table, not Optuna's, is the record of truth: it keeps the status of every candidate,
-and a config already evaluated under a key is reused, never measured again (a failed one is not retried).
+Per shape:
+- the key's stored trials (any process, any earlier run) are loaded and told to the strategy, so a search
+  resumes and reuses; a config measured once under a key is never measured again (a failed one is not
+  retried);
+- proposals are filtered (invalid: stored as ``invalid``, never compiled; known; claimed elsewhere), then
+  claimed in the database before compiling, so concurrent searchers on any host never measure one config
+  twice; what others measure meanwhile is read back every ``refresh_s`` and told to the strategy;
+- results are stored as they arrive (one transaction: trial + claim done) and written to the shape's
+  Optuna study in batches (``search.study_sync``).
 
-Never imports the user's kernel file (the worker does) and never initializes CUDA."""
+Never imports the user's kernel file and never initializes CUDA (the workers do)."""
 
 from __future__ import annotations
 
 import logging
 import math
 import random
+import statistics
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .settings import SearchSettings
+from .devices import ALL, parse_devices
+from .engine import Backend, Candidate, EvalOptions, Pipeline, ProcessBackend, WorkerInfo
+from .engine.leases import LeaseKeeper
+from .env import env_hash
+from .errors import SettingsError, SpaceError
+from .search import StrategyContext, canonical_name, make_strategy
+from .settings import SearchSettings, default_compile_workers
 from .shapes import Shape, check_shape, format_shape
 from .space import Space
-from .trial import TrialResult, TrialStatus, canonical_config, config_hash
-from .worker import Worker, WorkerInfo
+from .store import ClaimState, Owner
+from .trial import TrialResult, TrialStatus, config_hash
 
 log = logging.getLogger("autotune.tuner")
 
-#: value told to Optuna for a config that is invalid or failed: worse than any real time, so the sampler
-#: learns to avoid the region (TPE ranks values; the number itself does not matter)
-_PENALTY_S = 1e3
-#: proposals that bring nothing new (invalid or already evaluated) tolerated before a random unseen
-#: valid config is enqueued instead
-_MAX_STALE_PROPOSALS = 25
+#: proposals in a row that bring nothing new (invalid, known, claimed elsewhere) before the loop feeds the
+#: strategy an unseen valid config itself
+_MAX_STALE = 25
+#: how often the loop reads what other processes stored for the shape
+_REFRESH_S = 2.0
+#: a stored trial missing from the Optuna study is adopted by a new search after this long (its writer
+#: flushes every 2 s), or at once when its process is known dead
+_ADOPT_AFTER_S = 60.0
 
 
 @dataclass
 class TrialEvent:
-    """Reported to the progress callback after every proposal."""
+    """Reported to the progress callback after every evaluation this process finishes."""
 
     shape: Shape
     result: TrialResult
@@ -64,6 +77,13 @@ class ShapeReport:
     exhaustive: bool = False
     budget: int = 0
     wall_s: float = 0.0
+    #: configs another process held while this one searched (measured there, reused here)
+    busy: int = 0
+    #: main-loop seconds per finished evaluation (strategy, filtering, claims, store), waits excluded
+    loop_s_per_trial: float | None = None
+    #: idle seconds of the timing workers between two evaluations (median, p90)
+    device_gap_s: tuple[float, float] | None = None
+    devices: tuple[str, ...] = ()
 
     @property
     def speedup(self) -> float | None:
@@ -72,27 +92,14 @@ class ShapeReport:
         return None
 
 
-def _make_sampler(name: str, seed: int | None) -> Any:
-    import optuna
-
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    # grid/exhaustive enqueue every valid config themselves (conditional spaces do not fit GridSampler);
-    # a TPE sampler then only serves the asks that come after the queue is empty (never, within budget).
-    return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=8)
-
-
-def _suggest(trial: Any, space: Space, facts: dict[str, int]) -> dict[str, Any]:
-    """Define-by-run: conditional parameters are asked only when their condition holds."""
-    config: dict[str, Any] = {}
-    for p in space.params:
-        if p.active(config, facts):
-            config[p.name] = trial.suggest_categorical(p.name, list(p.choices))
-    return config
+def _p90(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(math.ceil(0.9 * len(xs))) - 1)]
 
 
 class Tuner:
-    """Searches one kernel file's shapes on one device. Use as a context manager (owns the worker)."""
+    """Searches one kernel file's shapes on one or more devices. Use as a context manager (owns the
+    worker processes)."""
 
     def __init__(
         self,
@@ -100,250 +107,343 @@ class Tuner:
         store: Any,
         settings: SearchSettings,
         on_event: Callable[[TrialEvent], None] | None = None,
+        backend: Backend | None = None,
     ):
         self.kernel_path = kernel_path
         self.store = store
         self.settings = settings
         self.on_event = on_event
-        self.worker = Worker(
-            kernel_path, settings.device, env=settings.worker_env, start_timeout_s=settings.start_timeout_s
+        self.backend = backend or ProcessBackend(
+            kernel_path,
+            EvalOptions(
+                num_tests=settings.num_tests,
+                compile_timeout_s=settings.compile_timeout_s,
+                run_timeout_s=settings.run_timeout_s,
+                start_timeout_s=settings.start_timeout_s,
+                env=dict(settings.worker_env),
+            ),
         )
+        self.owner = Owner()
+        self.pipeline: Pipeline | None = None
         self.info: WorkerInfo | None = None
+        self.infos: list[WorkerInfo] = []
         self.space: Space | None = None
-        self._pool: list[Worker] = []
 
     def __enter__(self) -> Tuner:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.worker.close()
-        for w in self._pool:
-            w.close()
+        if self.pipeline is not None:
+            self.pipeline.close()
+
+    # ------------------------------------------------------------------ start
 
     def start(self) -> WorkerInfo:
-        self.info = self.worker.start()
-        self.space = Space.from_dict(self.info.meta["space"], source=self.info.meta["space_source"])
+        """Start one timing worker per device (``--devices all``: every GPU the first worker sees) and the
+        compile pool. GPUs of different models would need different keys: refused."""
+        s = self.settings
+        devices = parse_devices(s.devices)
+        first = self.backend.timer("" if devices in ((), ALL) else str(devices[0]))
+        info = first.start()
+        timers, started = [first], {0: info}
+        if devices == ALL:
+            if info.device_count < 1 or not info.device.startswith("cuda"):
+                first.close()
+                raise SettingsError("--devices all: this machine's torch sees no CUDA GPU")
+            first.device = "cuda:0"
+            started = {0: WorkerInfo(info.meta, info.facts, info.env, "cuda:0", info.device_count)}
+            timers += [self.backend.timer(f"cuda:{i}") for i in range(1, info.device_count)]
+        elif len(devices) > 1:
+            timers += [self.backend.timer(str(d)) for d in devices[1:]]
+        workers = s.compile_workers
+        if workers is None:
+            # Auto: cores - 1 beside GPUs; none beside a CPU timing worker, whose measurements compiling
+            # processes would disturb (it compiles for itself).
+            workers = default_compile_workers() if info.device.startswith("cuda") else 0
+        self.pipeline = Pipeline.with_timers(self.backend, timers, workers)
+        try:
+            self.infos = self.pipeline.start(started)
+        except BaseException:
+            self.pipeline.close()
+            raise
+        hashes = {env_hash(i.env) for i in self.infos}
+        if len(hashes) > 1:
+            names = sorted({f"{i.device}={i.env.get('gpu_name')}" for i in self.infos})
+            raise SettingsError(
+                f"--devices mixes GPU models or software ({', '.join(names)}): results are keyed per model; "
+                "run one search per model"
+            )
+        self.info = self.infos[0]
+        self.space = Space.from_dict(self.info.meta.space, source=self.info.meta.space_source)
         return self.info
 
     def resolve_shapes(self, shapes: list[dict[str, int]] | None) -> list[Shape]:
         assert self.info is not None
-        params = self.info.meta["shape_params"]
-        if not shapes:
-            return [check_shape(s, params) for s in self.info.meta["default_shapes"]]
-        return [check_shape(s, params) for s in shapes]
+        params = self.info.meta.shape_params
+        return [check_shape(s, params) for s in (shapes or self.info.meta.default_shapes)]
 
-    # -- one shape ---------------------------------------------------------------------------------
+    # ------------------------------------------------------------------ one shape
+
     def search_shape(self, shape: Shape) -> ShapeReport:
-        import optuna
+        assert self.info is not None and self.pipeline is not None
+        from .search.study_sync import StudyWriter
 
-        assert self.info is not None and self.space is not None
-        meta, facts, s = self.info.meta, self.info.facts, self.settings
-        space = self.space
-        shape_key = format_shape(shape)
-        key = self.store.ensure_key(
-            meta["name"],
-            meta["source_hash"],
-            space.hash(),
-            space.to_dict(),
-            dict(shape),
-            shape_key,
-            meta["dtypes"],
-            self.info.env,
-        )
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        storage = optuna.storages.RDBStorage(self.store.url, engine_kwargs=self.store.optuna_engine_kwargs())
-        study = optuna.create_study(
-            study_name=key.study_name,
-            storage=storage,
-            direction="minimize",
-            sampler=_make_sampler(s.sampler, s.seed),
-            load_if_exists=True,
-        )
-        started = time.monotonic()
-        deadline = started + s.timeout_s if s.timeout_s > 0 else math.inf
-        report = ShapeReport(shape, shape_key, key.study_name, None, None, 0, 0, 0)
-
-        default = dict(meta["default_config"])
-        default_problems = space.check(default, facts)
-        if default_problems:
-            log.warning(
-                "default config %s is not valid in the space: %s", default, "; ".join(default_problems)
-            )
-
-        # One enumeration serves the count, the exhaustive queue and the fallback below (counting a space
-        # costs the same as enumerating it).
-        valid = list(space.enumerate(facts))
-        valid_hashes = {config_hash(c) for c in valid}
-        report.valid_configs = len(valid)
-        exhaustive = s.sampler in ("grid", "exhaustive") or (s.sampler == "tpe" and len(valid) <= s.trials)
-        report.exhaustive = exhaustive
-        seen = self._evaluated_hashes(key.id)
-        # The default config runs first: it is the baseline every speedup is measured against.
-        queue: list[dict[str, Any]] = [] if default_problems else [default]
-        if exhaustive:
-            queue += [c for c in valid if config_hash(c) not in seen]
-        if exhaustive and s.compile_workers > 0:
-            self._precompile(queue, shape)
-        queued = set()
-        for c in queue:
-            h = config_hash(c)
-            if h not in queued:
-                study.enqueue_trial(c)
-                queued.add(h)
-
-        # An explicit exhaustive search is budgeted by the space, not by --trials.
-        report.budget = max(s.trials, len(queued)) if s.sampler in ("grid", "exhaustive") else s.trials
-        rng = random.Random(s.seed)
-        stale = 0
-        while report.evaluations < report.budget and time.monotonic() < deadline:
-            if valid_hashes <= seen:
-                log.info("%s: every valid config has been evaluated", shape_key)
-                break
-            trial = study.ask()
+        run = _ShapeRun(self, shape)
+        writer = StudyWriter(self.store, run.key.study_name, run.space)
+        try:
+            with LeaseKeeper(self.store, self.owner, self.settings.lease_s):
+                run.seed_from_store(writer)
+                run.loop(writer)
+        except BaseException:
+            # Interrupted or failed: hand unfinished claims back at once (others need not wait for the lease).
             try:
-                new = self._step(study, trial, key.id, shape, report, seen)
-            except BaseException:
-                # Interrupted (Ctrl-C, a store error): leave no Optuna trial RUNNING forever in a resumed study.
-                from optuna.trial import TrialState
+                self.store.release_claims(self.owner)
+            except Exception:
+                log.debug("releasing claims failed", exc_info=True)
+            raise
+        finally:
+            writer.close()
+        return run.finish()
 
-                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-                raise
-            stale = 0 if new else stale + 1
-            if stale >= _MAX_STALE_PROPOSALS:
-                # The sampler keeps proposing known or invalid configs: feed it an unseen valid one.
-                fresh = [c for c in valid if config_hash(c) not in seen]
-                if not fresh:
-                    log.info("%s: every valid config has been evaluated", shape_key)
-                    break
-                study.enqueue_trial(rng.choice(fresh))
+
+class _ShapeRun:
+    """The state of one shape's search."""
+
+    def __init__(self, tuner: Tuner, shape: Shape):
+        assert tuner.info is not None and tuner.space is not None and tuner.pipeline is not None
+        self.t = tuner
+        self.s = tuner.settings
+        self.store = tuner.store
+        self.pipeline = tuner.pipeline
+        self.shape = dict(shape)
+        meta, self.facts, self.space = tuner.info.meta, tuner.info.facts, tuner.space
+        self.shape_key = format_shape(shape)
+        self.started = time.monotonic()
+        self.deadline = self.started + self.s.timeout_s if self.s.timeout_s > 0 else math.inf
+        self.key = self.store.ensure_key(
+            meta.name,
+            meta.source_hash,
+            self.space.hash(),
+            self.space.to_dict(),
+            dict(shape),
+            self.shape_key,
+            meta.dtypes,
+            tuner.info.env,
+        )
+        self.report = ShapeReport(self.shape, self.shape_key, self.key.study_name, None, None, 0, 0, 0)
+        self.report.devices = tuple(i.device for i in tuner.infos)
+        self.default = dict(meta.default_config)
+        problems = self.space.check(self.default, self.facts)
+        if problems:
+            log.warning("default config %s is not valid in the space: %s", self.default, "; ".join(problems))
+            self.default = None  # type: ignore[assignment]
+        # Small spaces are listed once (exhaustive order, fallback proposals); larger ones are only ever
+        # sampled, never materialized, after a bounded check that anything in them is valid.
+        if self.space.enumerable(self.facts):
+            self.valid: list[dict[str, Any]] | None = list(self.space.enumerate(self.facts))
+            if not self.valid:
+                raise SpaceError(f"{self.space.source}: no config satisfies the constraints on this device")
+        else:
+            self.valid = None
+            self.space.find_valid(self.facts)
+        self.report.valid_configs = len(self.valid) if self.valid is not None else None
+        name = canonical_name(self.s.strategy)
+        if name == "tpe" and self.valid is not None and len(self.valid) <= self.s.trials:
+            name = "exhaustive"  # the whole valid space fits the budget: no model needed
+        if name == "exhaustive" and self.valid is None:
+            size = self.space.size_unconstrained(self.facts)
+            raise SettingsError(
+                f"--strategy exhaustive over {size:,} combinations: too many to list; use tpe or random"
+            )
+        self.report.exhaustive = name == "exhaustive"
+        self.report.budget = self.s.trials
+        self.strategy = make_strategy(name, StrategyContext(self.space, self.facts, self.s.seed, self.valid))
+        self.rng = random.Random(self.s.seed)
+        self.known: dict[str, TrialResult] = {}
+        self.busy: set[str] = set()
+        self.in_flight: dict[str, Candidate] = {}
+        self.mine: set[int] = set()
+        self.last_id = 0
+        self.first: list[dict[str, Any]] = [self.default] if self.default is not None else []
+        self.best: TrialResult | None = None
+        self.loop_s = 0.0
+        self.finished = 0
+        self.started_at: dict[str, datetime] = {}
+
+    # -- what the store knows
+
+    def seed_from_store(self, writer: Any) -> None:
+        """Learn every stored result of the key; adopt into the Optuna study the trials that no live
+        process will write there (their owner was killed before its last batch)."""
+        stored = self.store.trials_since(self.key.id, 0)
+        missing = {i for i, _ in stored} - writer.known_ids
+        settled = self.store.settled_trials(self.key.id, older_than_s=_ADOPT_AFTER_S) if missing else set()
+        for trial_id, res in stored:
+            self._learn(trial_id, res)
+            if trial_id in missing & settled:
+                writer.add(trial_id, res)
+
+    def _learn(self, trial_id: int, res: TrialResult) -> None:
+        """A stored result, from any process: reuse it and tell the strategy."""
+        self.last_id = max(self.last_id, trial_id)
+        if trial_id in self.mine:
+            return
+        h = config_hash(res.config)
+        first_time = h not in self.known
+        self.known[h] = res
+        self.busy.discard(h)
+        if first_time:
+            self.strategy.tell(res.config, res)
+            self._note_best(res)
+
+    def refresh(self) -> None:
+        """What other processes stored meanwhile (they write their own trials to the Optuna study)."""
+        for trial_id, res in self.store.trials_since(self.key.id, self.last_id):
+            self._learn(trial_id, res)
+
+    def _note_best(self, res: TrialResult) -> None:
+        ok = res.status is TrialStatus.OK and res.measured and res.time_s is not None
+        if ok and (self.best is None or res.time_s < (self.best.time_s or math.inf)):
+            self.best = res
+
+    # -- proposals
+
+    def _budget_left(self) -> bool:
+        return self.report.evaluations < self.s.trials and time.monotonic() < self.deadline
+
+    def _depth(self) -> int:
+        """Candidates in flight that keep every stage busy: each compiler one ahead, each device two."""
+        return self.pipeline.compile_workers + 2 * len(self.pipeline.timers)
+
+    def _unseen(self) -> dict[str, Any] | None:
+        """A valid config nobody has evaluated or claimed: the fallback when the strategy repeats itself."""
+        taken = self.known.keys() | self.busy | self.in_flight.keys()
+        if self.valid is not None:
+            fresh = [c for c in self.valid if config_hash(c) not in taken]
+            return self.rng.choice(fresh) if fresh else None
+        for _ in range(200):
+            try:
+                c = self.space.sample(self.rng, self.facts)
+            except Exception:
+                return None
+            if config_hash(c) not in taken:
+                return c
+        return None
+
+    def fill(self, writer: Any) -> None:
+        """Propose, filter, claim and submit until the pipeline is full, the budget is spent or nothing
+        is left."""
+        stale = 0
+        while len(self.in_flight) < self._depth() and self._budget_left():
+            want = self._depth() - len(self.in_flight)
+            batch, self.first = self.first[:want], self.first[want:]
+            if len(batch) < want and not self.strategy.exhausted:
+                batch += self.strategy.propose(want - len(batch))
+            if not batch:
+                return
+            for config in batch:
+                if len(self.in_flight) >= self._depth() or not self._budget_left():
+                    self.strategy.tell(config, None)
+                    continue
+                stale = 0 if self._consider(config, writer) else stale + 1
+            if stale >= _MAX_STALE:
+                fresh = self._unseen()
+                if fresh is None:
+                    return
+                self.first.append(fresh)
                 stale = 0
 
-        report.wall_s = time.monotonic() - started
-        best = self.store.refresh_best(key.id)
-        report.best = self.store.find_trial(key.id, config_hash(best.config)) if best is not None else None
-        report.default = None if default_problems else self.store.find_trial(key.id, config_hash(default))
-        report.total_statuses = self.store.trial_counts(key.id)
-        return report
-
-    def _precompile(self, configs: list[dict[str, Any]], shape: Shape) -> None:
-        """Compile ``configs`` in a pool of worker processes before timing starts, so the timing worker
-        finds them in the compiler's disk cache (Triton's) instead of compiling one by one."""
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
-
-        if not self._pool:
-            self._pool = [
-                Worker(
-                    self.kernel_path,
-                    self.settings.device,
-                    env=self.settings.worker_env,
-                    start_timeout_s=self.settings.start_timeout_s,
-                )
-                for _ in range(self.settings.compile_workers)
-            ]
-        todo = list(configs)
-        lock = threading.Lock()
-        failed = Counter()
-
-        def drain(w: Worker) -> None:
-            while True:
-                with lock:
-                    if not todo:
-                        return
-                    cfg = todo.pop()
-                res = w.precompile(cfg, dict(shape), compile_timeout_s=self.settings.compile_timeout_s)
-                if res.status is not TrialStatus.OK:
-                    failed[res.status.value] += 1
-
-        t0 = time.monotonic()
-        with ThreadPoolExecutor(len(self._pool)) as ex:
-            list(ex.map(drain, self._pool))
-        log.info(
-            "precompiled %d configs in %.1f s with %d processes (%s)",
-            len(configs),
-            time.monotonic() - t0,
-            len(self._pool),
-            dict(failed) or "no failures",
-        )
-
-    def _step(
-        self, study: Any, trial: Any, key_id: int, shape: Shape, report: ShapeReport, seen: set[str]
-    ) -> bool:
-        """Handle one proposal; True if it was evaluated (new), False if it was invalid or already known."""
-        assert self.info is not None and self.space is not None
-        s, facts = self.settings, self.info.facts
-        config = _suggest(trial, self.space, facts)
-        problems = self.space.check(config, facts)
-        if problems:
-            res = TrialResult(TrialStatus.INVALID, config, error="; ".join(problems))
-            self._finish(study, trial, key_id, res, report, reused=False)
-            return False
+    def _consider(self, config: dict[str, Any], writer: Any) -> bool:
+        """Submit ``config`` if it is new, valid and ours to claim; True if it was submitted."""
         h = config_hash(config)
-        known = self.store.find_trial(key_id, h)
-        if known is not None:
-            self._finish(study, trial, key_id, known, report, reused=True)
+        if h in self.known or h in self.in_flight or h in self.busy:
+            self.strategy.tell(config, self.known.get(h))
             return False
-        started = datetime.now(timezone.utc)
-        res = self.worker.evaluate(
-            config,
-            dict(shape),
-            num_tests=s.num_tests,
-            compile_timeout_s=s.compile_timeout_s,
-            run_timeout_s=s.run_timeout_s,
+        problems = self.space.check(config, self.facts)
+        if problems:
+            res = TrialResult(TrialStatus.INVALID, dict(config), error="; ".join(problems))
+            trial_id = self.store.record_trial(self.key.id, res)
+            self.mine.add(trial_id)
+            self.known[h] = res
+            writer.add(trial_id, res)
+            self.report.invalid += 1
+            self.report.statuses[res.status.value] += 1
+            self.strategy.tell(config, res)
+            return False
+        claim = self.store.claim(self.key.id, h, self.t.owner, lease_s=self.s.lease_s)
+        if claim.state is ClaimState.CLAIMED:
+            self.in_flight[h] = Candidate(dict(config), h, self.shape)
+            self.started_at[h] = datetime.now(timezone.utc)
+            self.pipeline.submit(self.in_flight[h])
+            self.report.evaluations += 1
+            return True
+        if claim.state is ClaimState.DONE:
+            self.refresh()  # its trial is stored: learn it (and whatever else is new)
+            self.report.reused += 1
+            if h not in self.known:
+                self.strategy.tell(config, None)
+        else:
+            self.busy.add(h)
+            self.report.busy += 1
+            self.strategy.tell(config, None)
+        return False
+
+    # -- the loop
+
+    def loop(self, writer: Any) -> None:
+        next_refresh = time.monotonic() + _REFRESH_S
+        while True:
+            t0 = time.monotonic()
+            self.fill(writer)
+            self.loop_s += time.monotonic() - t0
+            if not self.in_flight:
+                break  # budget spent, or nothing left that nobody else holds
+            out = self.pipeline.next_result(timeout=max(0.05, next_refresh - time.monotonic()))
+            t0 = time.monotonic()
+            if out is not None:
+                self._store_outcome(out, writer)
+            if time.monotonic() >= next_refresh:
+                self.refresh()
+                next_refresh = time.monotonic() + _REFRESH_S
+            self.loop_s += time.monotonic() - t0
+
+    def _store_outcome(self, out: Any, writer: Any) -> None:
+        cand, res = out.candidate, out.result
+        self.in_flight.pop(cand.config_hash, None)
+        res.device = res.device or out.device
+        trial_id = self.store.record_trial(
+            self.key.id,
+            res,
+            started_at=self.started_at.pop(cand.config_hash, None),
+            finished_at=datetime.now(timezone.utc),
         )
-        res.worker = res.worker or f"{self.info.env.get('hostname')}:worker"
-        res.hostname = res.hostname or self.info.env.get("hostname")
-        report.evaluations += 1
-        seen.add(h)
-        self._finish(study, trial, key_id, res, report, reused=False, started_at=started)
-        return True
-
-    def _evaluated_hashes(self, key_id: int) -> set[str]:
-        return {config_hash(t.config) for t in self.store.trials(key_id)}
-
-    def _finish(
-        self,
-        study: Any,
-        trial: Any,
-        key_id: int,
-        res: TrialResult,
-        report: ShapeReport,
-        *,
-        reused: bool,
-        started_at: datetime | None = None,
-    ) -> None:
-        from optuna.trial import TrialState
-
-        now = datetime.now(timezone.utc)
-        if reused:
-            report.reused += 1
-        else:
-            self.store.record_trial(
-                key_id, res, optuna_trial_number=trial.number, started_at=started_at or now, finished_at=now
+        self.mine.add(trial_id)
+        self.known[cand.config_hash] = res
+        writer.add(trial_id, res, autotune_device=out.device)
+        self.strategy.tell(cand.config, res)
+        self.report.statuses[res.status.value] += 1
+        self.finished += 1
+        self._note_best(res)
+        if self.t.on_event is not None:
+            self.t.on_event(
+                TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)
             )
-            report.statuses[res.status.value] += 1
-            if res.status is TrialStatus.INVALID:
-                report.invalid += 1
-        trial.set_user_attr("autotune_status", res.status.value)
-        trial.set_user_attr("autotune_reused", reused)
-        trial.set_user_attr("config", canonical_config(res.config))
-        if res.status is TrialStatus.OK and res.time_s is not None and res.measured:
-            study.tell(trial, res.time_s)
-        elif res.status is TrialStatus.OK:
-            study.tell(trial, state=TrialState.FAIL)  # unmeasured placeholder: nothing to learn from
-        else:
-            study.tell(trial, _PENALTY_S)
-        best_row = self.store.refresh_best(key_id) if res.status is TrialStatus.OK and not reused else None
-        if self.on_event is not None:
-            best = None
-            if best_row is not None:
-                best = TrialResult(
-                    TrialStatus.OK, best_row.config, time_s=best_row.time_s, tflops=best_row.tflops
-                )
-            self.on_event(
-                TrialEvent(dict(report.shape), res, reused, report.evaluations, report.budget, best)
-            )
+
+    def finish(self) -> ShapeReport:
+        r = self.report
+        r.wall_s = time.monotonic() - self.started
+        best = self.store.refresh_best(self.key.id)
+        r.best = self.store.find_trial(self.key.id, config_hash(best.config)) if best is not None else None
+        r.default = self.store.find_trial(self.key.id, config_hash(self.default)) if self.default else None
+        r.total_statuses = self.store.trial_counts(self.key.id)
+        if self.finished:
+            r.loop_s_per_trial = self.loop_s / self.finished
+        gaps = [g for st in self.pipeline.stats.values() for g in st.gaps() if g >= 0]
+        if gaps:
+            r.device_gap_s = (statistics.median(gaps), _p90(gaps))
+        for st in self.pipeline.stats.values():
+            st.spans.clear()  # per shape
+        return r
 
 
 def parse_shapes(texts: list[str] | None) -> list[dict[str, int]]:

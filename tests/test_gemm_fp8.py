@@ -35,6 +35,37 @@ CASES: dict[str, tuple[dict[str, int], dict[str, Any]]] = {
     "even-ptr-group": (EVEN, {**SMALL, "BLOCK_M": 16, "GROUP_M": 3, "USE_TMA": False, "SPLIT_K": 1}),
     "default-ragged": (RAGGED, {}),
 }
+# The space's larger values (BLOCK_*=256, GROUP_M 1 and 32, 2 and 6 stages; slow in the interpreter). The
+# interpreter ignores num_stages and num_warps, so those run here for the launch path only; the GPU side of
+# every value is bench/smem_probe.py's sm_90 compiles.
+BIG = {"M": 260, "N": 300, "K": 528}  # ragged against every tile; K % 16 == 0 for TMA, 3 K tiles of 256
+ROWS = {"M": 16 * 37 + 5, "N": 40, "K": 64}  # 38 tile-rows of 16: a full group of 32 and a ragged one
+BIG_CASES: dict[str, tuple[dict[str, int], dict[str, Any]]] = {
+    "m256-ptr-g1-s2": (
+        BIG,
+        {"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 256, "GROUP_M": 1, "num_stages": 2, "num_warps": 8},
+    ),
+    "m256-tma-g32-s5": (
+        BIG,
+        {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 32, "num_stages": 5, "USE_TMA": True},
+    ),
+    "n256-tma-g32-s6": (
+        BIG,
+        {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 32, "num_stages": 6, "USE_TMA": True},
+    ),
+    "k256-ptr-sk2-s3": (
+        BIG,
+        {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 256, "num_stages": 3, "num_warps": 4, "SPLIT_K": 2},
+    ),
+    # 3 K tiles over 8 splits: five splits are empty and must write zeros
+    "k256-tma-sk8-s4": (
+        BIG,
+        {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 256, "num_stages": 4, "USE_TMA": True, "SPLIT_K": 8},
+    ),
+    "rows-group1": (ROWS, {**SMALL, "BLOCK_M": 16, "BLOCK_N": 16, "GROUP_M": 1}),
+    "rows-group32": (ROWS, {**SMALL, "BLOCK_M": 16, "BLOCK_N": 16, "GROUP_M": 32, "num_stages": 6}),
+}
+PROBE_FILE = ROOT / "bench" / "results" / "smem_probe_sm90.json"
 # Broken variants that KERNEL.compare must reject.
 NEGATIVE = ("dropped-k-tile", "dropped-split", "dropped-scale", "one-bad-element")
 
@@ -60,6 +91,17 @@ def interp() -> dict[str, Any]:
 @pytest.mark.parametrize("case", list(CASES))
 def test_matches_reference_in_interpreter(interp: dict[str, Any], case: str) -> None:
     assert interp["cases"][case] is None, interp["cases"][case]
+
+
+@pytest.fixture(scope="module")
+def interp_big() -> dict[str, Any]:
+    return _subprocess("--interp-big", interpret=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(BIG_CASES))
+def test_large_values_match_reference_in_interpreter(interp_big: dict[str, Any], case: str) -> None:
+    assert interp_big[case] is None, interp_big[case]
 
 
 @pytest.mark.parametrize("variant", NEGATIVE)
@@ -109,7 +151,55 @@ def test_space_on_h200() -> None:
     assert any("smem_fits" in p for p in space.check(too_big, h200))
     assert space.check({**too_big, "num_stages": 4}, h200) == []
     assert any("tma_needs_hopper" in p for p in space.check({**default, "USE_TMA": True}, {**h200, "cc": 80}))
-    assert 200 <= space.count(h200) <= 600  # the GPU landscape times every valid config
+    # 256 accumulator floats per thread spill (bench/results/smem_probe_sm90.json); 128 do not
+    wide = {**default, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64}
+    assert space.check(wide, h200) == []
+    assert any("acc_fits_registers" in p for p in space.check({**wide, "num_warps": 4}, h200))
+    assert any("acc_fits_registers" in p for p in space.check({**wide, "BLOCK_N": 256}, h200))
+    small = {**default, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 256, "GROUP_M": 1, "num_stages": 6}
+    assert space.check(small, h200) == []
+    split = {**small, "GROUP_M": 8, "SPLIT_K": 8, "USE_TMA": True}
+    assert space.check(split, h200) == []
+    assert any("split_k_for_small_m" in p for p in space.check({**split, "BLOCK_M": 128}, h200))
+    assert any("split_k_for_small_m" in p for p in space.check({**split, "GROUP_M": 32}, h200))
+    assert 1000 <= space.count(h200) <= 1500  # the GPU landscape times every valid config
+
+
+def _probe_key(c: dict[str, Any]) -> tuple[Any, ...]:
+    names = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps")
+    return (*(c[n] for n in names), bool(c["USE_TMA"]), c["SPLIT_K"] > 1)
+
+
+def test_space_matches_sm90_probe() -> None:
+    """The resource constraints against bench/smem_probe.py's record of real sm_90 compiles: a probed
+    combination is admitted exactly when it compiled, fits shared memory and does not spill, and every
+    config the space admits on an H200 is covered by a probed combination that did."""
+    space_mod = pytest.importorskip("autotune.space")
+    from autotune.env import DEVICE_PRESETS
+
+    probe = json.loads(PROBE_FILE.read_text())
+    h200 = DEVICE_PRESETS["h200"]
+    limit = h200["smem_per_block"]
+    assert probe["limit_smem_per_block"] == limit
+    space = space_mod.Space.from_yaml(SPACE_FILE)
+    resources = ("smem_fits", "acc_fits_registers")
+    good: set[tuple[Any, ...]] = set()
+    rows = [
+        r for r in probe["rows"] if r["kind"] in ("main", "register_rejected") and r["K"] % r["BLOCK_K"] == 0
+    ]
+    assert len(rows) >= 700
+    for r in rows:
+        cfg = {n: r[n] for n in space.names}
+        admitted = not any(name in v for v in space.check(cfg, h200) for name in resources)
+        fits = r["ok"] and r["shared"] <= limit and not r.get("spill_stores") and not r.get("spill_loads")
+        assert admitted == fits, r
+        if fits:
+            good.add(_probe_key(r))
+    # masked (ragged-K) pointer loads at the most stages that fit: same bytes, no spills either
+    for r in (r for r in probe["rows"] if r["kind"] == "ragged_k"):
+        assert r["ok"] and r["shared"] <= limit and not r.get("spill_stores"), r
+    missing = [c for c in space.enumerate(h200) if _probe_key(c) not in good]
+    assert not missing, f"{len(missing)} admitted configs without a fitting sm_90 compile, e.g. {missing[0]}"
 
 
 def _smem_estimate(c: dict[str, Any]) -> int:
@@ -131,6 +221,23 @@ def test_admitted_configs_fit_shared_memory_on_sm90() -> None:
 
 
 # ---- subprocess side ----------------------------------------------------------------------------------
+
+
+def _run_interp_big() -> dict[str, Any]:
+    import torch
+
+    from autotune.kernel import load_kernel_file
+
+    kernel = load_kernel_file(KERNEL_FILE).kernel
+    torch.manual_seed(0)
+    inputs = {tuple(s.values()): kernel.make_inputs(s, "cpu") for s in (BIG, ROWS)}
+    refs = {k: kernel.reference(v) for k, v in inputs.items()}
+    cases: dict[str, str | None] = {}
+    for case, (shape, over) in BIG_CASES.items():
+        key = tuple(shape.values())
+        config = {**kernel.default_config, **over}
+        cases[case] = kernel.compare(kernel.compile(config, inputs[key])(), refs[key])
+    return cases
 
 
 def _run_interp() -> dict[str, Any]:
@@ -251,5 +358,6 @@ def _run_xcompile() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    result = _run_interp() if sys.argv[1] == "--interp" else _run_xcompile()
+    modes = {"--interp": _run_interp, "--interp-big": _run_interp_big, "--xcompile": _run_xcompile}
+    result = modes[sys.argv[1]]()
     print(json.dumps(result))

@@ -679,6 +679,194 @@ def test_enumerate_stops_early_without_error(example):
     assert len(first) == 3 and first[0]["BLOCK_M"] == 64
 
 
+# ---- size without enumerating, limits, bounded search -------------------------------------------
+
+
+def brute_size(space: Space, facts=None) -> int:
+    """Configs before constraints, by the definition: each param in order, absent where it is inactive; a
+    ``when`` that cannot be evaluated ends the branch."""
+
+    def rec(i: int, cfg: dict) -> int:
+        if i == len(space.params):
+            return 1
+        p = space.params[i]
+        try:
+            active = p.active(cfg, facts)
+        except SpaceError:
+            return 0
+        if not active:
+            return rec(i + 1, cfg)
+        return sum(rec(i + 1, {**cfg, p.name: v}) for v in p.choices)
+
+    return rec(0, {})
+
+
+WHENS = [
+    "{a} > 1",
+    "{a} == {b}",
+    "not {a}",
+    "{a} + {b} < 4",
+    "{a} // ({b} - 1) >= 1",  # division by zero when b == 1: that branch has no configs
+    "sm_count > 100 and {a}",
+    "{a} or {b}",
+]
+
+
+def random_space(rng: random.Random) -> Space:
+    params: dict = {}
+    for i in range(rng.randint(1, 7)):
+        choices = rng.choice([[False, True], list(range(rng.randint(1, 4))), [1, 2, 3]])
+        spec: dict = {"values": choices}
+        if i and rng.random() < 0.6:
+            a, b = rng.choice(list(params)), rng.choice(list(params))
+            spec["when"] = rng.choice(WHENS).format(a=a, b=b)
+        params[f"P{i}"] = spec
+    return sp(params, ["P0 == 0"])
+
+
+def test_size_unconstrained_with_conditionals_matches_brute_force():
+    rng = random.Random(2024)
+    conditional = 0
+    for _ in range(300):
+        s = random_space(rng)
+        conditional += any(p.when for p in s.params)
+        want = brute_size(s, H200)
+        assert s.size_info(H200) == (want, True), s.to_dict()
+        assert s.size_unconstrained(H200) == want
+        free = Space.from_dict({**s.to_dict(), "constraints": []})
+        assert sum(1 for _ in free.enumerate(H200)) == want, s.to_dict()
+    assert conditional > 150
+
+
+def test_size_of_the_example_and_of_chains_is_exact_and_fast(example):
+    assert example.size_info(H200) == (2 * 3 * 4 * 16 * 2 * 4 * (1 + 2) * 4, True)
+    # a chain: each param exists only if the one before is true -> n + 1 configs, not 2**n
+    chain = sp({f"P{i}": {"bool": True, **({"when": f"P{i - 1}"} if i else {})} for i in range(200)})
+    assert chain.size_info() == (201, True) and chain.count() == 201
+    # interleaved conditionals: 3**40 configs, counted exactly in linear time
+    params: dict = {}
+    for i in range(40):
+        params[f"B{i}"] = "bool"
+        params[f"C{i}"] = {"values": [1, 2], "when": f"B{i}"}
+    assert sp(params).size_info() == (3**40, True)
+
+
+def test_size_falls_back_to_an_upper_bound_in_bounded_time(monkeypatch):
+    # every B first, then every C: the state to remember is all 40 Bs (2**40 states); the count stops
+    # after SIZE_STEP_BUDGET steps and answers the product of the choice counts, an upper bound
+    params: dict = {f"B{i}": "bool" for i in range(40)}
+    params.update({f"C{i}": {"values": [1, 2], "when": f"B{i}"} for i in range(40)})
+    s = sp(params)
+    t = time.monotonic()
+    assert s.size_info() == (2**80, False) and s.size_unconstrained() == 2**80 >= 3**40
+    assert time.monotonic() - t < 30  # ~0.5 s
+    assert not s.enumerable()
+    small = sp(
+        {"A": [1, 2, 3], "B": {"values": [1, 2], "when": "A > 1"}, "C": {"values": [1, 2], "when": "B"}}
+    )
+    assert small.size_info() == (brute_size(small), True) == (1 + 2 * 2 * 2, True)
+    monkeypatch.setattr(space_mod, "SIZE_STEP_BUDGET", 2)
+    assert small.size_info() == (3 * 2 * 2, False)
+
+
+def test_count_and_enumerate_refuse_past_the_limit():
+    assert space_mod.MAX_ENUMERATE == 1_000_000
+    huge = sp({f"P{i}": list(range(10)) for i in range(7)}, ["P0 + P1 <= 17"])
+    assert huge.size_unconstrained() == 10**7 and not huge.enumerable()
+    t = time.monotonic()
+    with pytest.raises(SpaceError) as info:
+        huge.count()
+    assert str(info.value) == (
+        f"{SRC}: too large to count exactly: the space has 10,000,000 combinations before constraints, "
+        "more than the limit of 1,000,000 (autotune.space.MAX_ENUMERATE); sample it instead"
+    )
+    with pytest.raises(SpaceError, match="cannot enumerate: the space has 10,000,000 combinations"):
+        huge.enumerate(limit=space_mod.MAX_ENUMERATE)
+    assert time.monotonic() - t < 30  # at once, not after walking 10**7 combinations
+    assert next(huge.enumerate()) == {f"P{i}": 0 for i in range(7)}  # unlimited and lazy, as before
+    small = sp({"A": [1, 2, 3], "B": [1, 2]}, ["A > 1"])
+    assert small.enumerable() and small.enumerable(limit=6) and not small.enumerable(limit=5)
+    assert small.count() == small.count(limit=6) == small.count(limit=None) == 4
+    with pytest.raises(SpaceError, match=r"has 6 combinations .* limit of 5 "):
+        small.count(limit=5)
+    assert list(small.enumerate(limit=6)) == list(small.enumerate())
+    with pytest.raises(SpaceError, match="has 2.00e27 combinations"):
+        sp({f"P{i}": list(range(10)) for i in range(27)} | {"Q": [1, 2]}).count()
+    assert space_mod.format_count(12 * 10**26) == "1.20e27" and space_mod.format_count(10**6) == "1,000,000"
+
+
+def test_count_refuses_an_upper_bound_past_the_limit(monkeypatch):
+    s = sp(
+        {
+            "A": list(range(100)),
+            "B": list(range(100)),
+            "C": {"values": list(range(200)), "when": "A + B == 0"},
+        }
+    )
+    assert s.size_info() == (100 * 100 - 1 + 200, True)
+    monkeypatch.setattr(space_mod, "SIZE_STEP_BUDGET", 10)
+    assert s.size_info() == (100 * 100 * 200, False)
+    with pytest.raises(SpaceError, match="the space has up to 2,000,000 combinations"):
+        s.count()
+
+
+def test_find_valid_is_the_first_config_in_order(example):
+    assert example.find_valid(H200) == next(example.enumerate(H200))
+    s = sp({"A": list(range(100)), "B": list(range(100))}, ["A == 42 and B == 7"])
+    assert s.find_valid() == {"A": 42, "B": 7}
+
+
+def test_find_valid_proofs():
+    with pytest.raises(SpaceError) as info:
+        sp({"A": [1, 2, 3], "B": [1, 2]}, ["A + B > 100"]).find_valid()
+    assert str(info.value) == f"{SRC}: no valid config: all 6 combinations violate a constraint"
+    with pytest.raises(SpaceError) as info:
+        sp({"A": [1, 2], "B": list(range(10**5))}, [{"name": "big", "expr": "B > 10**6"}]).find_valid()
+    assert str(info.value) == f"{SRC}: no valid config: no choice of param B satisfies 'big' (B > 10**6)"
+    with pytest.raises(
+        SpaceError, match=r"no valid config: constraint 'sm_count >= 1000' is false with sm_count=132"
+    ):
+        sp({"A": [1]}, ["sm_count >= 1000"]).find_valid(H200)
+    # a constraint on an inactive param is skipped, one whose when is false does not apply: both valid
+    cond = sp({"USE": "bool", "M": {"values": [1, 2], "when": "USE"}}, ["M > 5"])
+    assert cond.find_valid() == {"USE": False}
+    guarded = sp({"X": [3, 2, 1]}, [{"expr": "X > 5", "when": "X > 1"}])
+    assert guarded.find_valid() == {"X": 1}
+
+
+def test_find_valid_gives_up_within_its_budgets():
+    s = sp({f"P{i}": list(range(10)) for i in range(9)}, ["P0 + P8 < 0"])  # only P8 refutes it
+    t = time.monotonic()
+    with pytest.raises(SpaceError) as info:
+        s.find_valid(node_budget=5_000, tries=500)
+    assert time.monotonic() - t < 30
+    msg = str(info.value)
+    assert (
+        msg.startswith(f"{SRC}: no valid config found in ")
+        and "(5,000 choices tried in order, 500 random" in msg
+    )
+    with pytest.raises(SpaceError, match=r"\(0 choices tried in order, 0 random tries\)"):
+        s.find_valid(node_budget=10**9, tries=10**9, time_budget_s=0)
+    # a random try can succeed where the in-order walk ran out
+    rare = sp({f"P{i}": list(range(10)) for i in range(6)}, ["P0 >= 5"])
+    assert rare.find_valid(node_budget=3)["P0"] >= 5
+
+
+def test_sample_unique():
+    s = sp({"A": [1, 2, 3, 4], "B": [1, 2, 3, 4]}, ["A <= B"])
+    from autotune.trial import config_hash
+
+    got = s.sample_unique(random.Random(0), 6)
+    assert len(got) == 6 and len({config_hash(c) for c in got}) == 6 and all(s.is_valid(c) for c in got)
+    everything = s.sample_unique(random.Random(0), 100)  # only 10 exist: fewer, no error
+    assert sorted((c["A"], c["B"]) for c in everything) == [(a, b) for a in range(1, 5) for b in range(a, 5)]
+    rest = s.sample_unique(random.Random(1), 100, exclude={config_hash(c) for c in got})
+    assert len(rest) == 4 and not {config_hash(c) for c in rest} & {config_hash(c) for c in got}
+    assert s.sample_unique(random.Random(0), 0) == []
+    assert sp({"A": [1]}, ["A > 1"]).sample_unique(random.Random(0), 3, max_tries=100) == []
+    assert s.sample_unique(random.Random(5), 4) == s.sample_unique(random.Random(5), 4)  # deterministic
+
+
 # ---- identity -----------------------------------------------------------------------------------
 
 

@@ -219,8 +219,8 @@ def test_record_and_find_trial(store):
     store.record_trial(key.id, wrong, optuna_trial_number=1)
     found = store.find_trial(key.id, config_hash(bad))
     assert found == wrong and found.status is TrialStatus.WRONG_RESULT and found.error == wrong.error
-    # a reused result is recorded as a new trial pointing at the original; the newest wins in find_trial
-    t3 = store.record_trial(key.id, full, optuna_trial_number=2, reused_from=t1)
+    # a second result of the same config (e.g. a re-verification): the newest wins in find_trial
+    t3 = store.record_trial(key.id, full, optuna_trial_number=2)
     assert t3 > t1
     crashed = TrialResult(TrialStatus.CRASHED, cfg, error="worker died (SIGSEGV)")
     store.record_trial(key.id, crashed)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from autotune.engine import EvalOptions, Worker
 from autotune.errors import KernelFileError
 from autotune.trial import TrialStatus
-from autotune.worker import Worker
 
 FAULTY = str(Path(__file__).parent / "kernels" / "faulty.py")
 SHAPE = {"N": 64}
@@ -16,21 +16,20 @@ SHAPE = {"N": 64}
 
 @pytest.fixture(scope="module")
 def worker():
-    w = Worker(FAULTY, "cpu")
+    w = Worker(FAULTY, "cpu", EvalOptions(num_tests=3))
     w.start()
     yield w
     w.close()
 
 
-def ev(worker, mode, **kw):
-    kw.setdefault("compile_timeout_s", 5)
-    kw.setdefault("run_timeout_s", 20)
-    return worker.evaluate({"MODE": mode}, SHAPE, num_tests=3, **kw)
+def ev(worker, mode, compile_timeout_s=5, run_timeout_s=20):
+    worker.options.compile_timeout_s, worker.options.run_timeout_s = compile_timeout_s, run_timeout_s
+    return worker.evaluate({"MODE": mode}, SHAPE)
 
 
 def test_worker_reports_kernel_meta(worker):
     meta = worker.info.meta
-    assert meta["name"] == "faulty" and meta["shape_params"] == ["N"]
+    assert meta.name == "faulty" and meta.shape_params == ("N",)
     assert worker.info.device == "cpu" and worker.info.facts["cc"] == 0
     assert worker.info.env["device_kind"] == "cpu"
 

@@ -42,6 +42,8 @@ NAMING_CONVENTION = {
 
 #: the statuses the CHECK constraint allows (the initial migration spells out the same list)
 STATUS_VALUES = tuple(s.value for s in TrialStatus)
+#: a claim is ``running`` while its owner evaluates the config, ``done`` once the trial is stored
+CLAIM_STATUSES = ("running", "done")
 
 
 def utcnow() -> datetime:
@@ -142,8 +144,9 @@ class TrialRow(Base):
     kernels: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     worker: Mapped[str | None] = mapped_column(String)
     hostname: Mapped[str | None] = mapped_column(String)
+    #: the device it was measured on (cuda:1, cpu): provenance within a key shared by identical GPUs
+    device: Mapped[str | None] = mapped_column(String)
     measured: Mapped[bool] = mapped_column(Boolean)
-    reused_from: Mapped[int | None] = mapped_column(ForeignKey("autotune_trials.id"))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -173,4 +176,32 @@ class BestConfigRow(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     time_s: Mapped[float] = mapped_column(Double)
     tflops: Mapped[float | None] = mapped_column(Double)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ClaimRow(Base):
+    """Who evaluates a config of a key: the unique (key, config) pair lets exactly one process measure it.
+
+    A ``running`` claim carries a lease its owner renews while it lives; an expired lease (the owner died)
+    makes the claim reclaimable. ``done`` points at the stored trial, which every other process reuses."""
+
+    __tablename__ = "autotune_claims"
+    __table_args__ = (
+        UniqueConstraint("key_id", "config_hash"),
+        CheckConstraint(column("status").in_(CLAIM_STATUSES), name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key_id: Mapped[int] = mapped_column(ForeignKey("autotune_tuning_keys.id"))
+    config_hash: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))
+    #: host:pid:token of the claiming process (the token tells apart a reused pid)
+    owner: Mapped[str] = mapped_column(String)
+    host: Mapped[str] = mapped_column(String)
+    pid: Mapped[int] = mapped_column(Integer)
+    device: Mapped[str | None] = mapped_column(String)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    lease_expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("autotune_trials.id"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

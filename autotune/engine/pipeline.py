@@ -1,0 +1,187 @@
+"""The evaluation pipeline: a compile pool feeding one timing worker per device.
+
+    submit(candidate) -> compile queue -> N compile evaluators (CPU processes; fill Triton's disk cache)
+                      -> compiled queue -> one timing evaluator per device (check + time)
+                      -> results queue -> next_result()
+
+Threads drive the evaluators (each evaluator is a process handle, so the threads only wait on pipes).
+The search loop keeps enough candidates in flight that a GPU never waits on a compiler while work remains.
+A candidate whose worker died (killed from outside, or the config crashed it) is evaluated once more on a
+fresh worker before it is recorded ``crashed``. The pipeline knows nothing of strategies or the database."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from ..trial import TrialResult, TrialStatus
+from .evaluator import Backend, Evaluator
+from .messages import Candidate, WorkerInfo
+
+log = logging.getLogger("autotune.engine")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    candidate: Candidate
+    result: TrialResult
+    device: str
+    started: float  # time.monotonic() when its timing began (or its compile failed)
+    finished: float
+
+
+@dataclass
+class DeviceStats:
+    """When each timing evaluator was busy: its idle gaps are the orchestrator's overhead per trial."""
+
+    device: str
+    spans: list[tuple[float, float]] = field(default_factory=list)
+
+    def gaps(self) -> list[float]:
+        return [b[0] - a[1] for a, b in zip(self.spans, self.spans[1:], strict=False)]
+
+
+class _Failure:
+    """An error a stage cannot turn into a trial status (the kernel file cannot build a shape's inputs,
+    a worker cannot restart): re-raised by ``next_result``."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+def _is_worker_death(result: TrialResult) -> bool:
+    return result.status is TrialStatus.CRASHED
+
+
+class Pipeline:
+    def __init__(self, backend: Backend, devices: list[str], compile_workers: int):
+        self.backend = backend
+        self.timers: list[Evaluator] = [backend.timer(d) for d in devices]
+        self.compile_workers = compile_workers
+        self._compile_q: queue.Queue[Candidate | None] = queue.Queue()
+        self._timing_q: queue.Queue[Candidate | None] = queue.Queue()
+        self._results: queue.Queue[Outcome | _Failure] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self._compilers: list[Evaluator] = []
+        self._stopping = threading.Event()
+        self.stats: dict[str, DeviceStats] = {}
+        self.in_flight = 0
+
+    @classmethod
+    def with_timers(cls, backend: Backend, timers: list[Evaluator], compile_workers: int) -> Pipeline:
+        """A pipeline over timing evaluators already made (and possibly started)."""
+        self = cls(backend, [], compile_workers)
+        self.timers = list(timers)
+        return self
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, started: dict[int, WorkerInfo] | None = None) -> list[WorkerInfo]:
+        """Start the timing evaluators (in parallel: each imports torch and the kernel file) and the
+        threads; ``started`` gives infos of timers the caller already started."""
+        started = dict(started or {})
+        todo = [i for i in range(len(self.timers)) if i not in started]
+        if todo:
+            with ThreadPoolExecutor(len(todo)) as ex:
+                for i, info in zip(todo, ex.map(lambda i: self.timers[i].start(), todo), strict=False):
+                    started[i] = info
+        infos = [started[i] for i in range(len(self.timers))]
+        for ev, info in zip(self.timers, infos, strict=False):
+            self.stats[info.device] = DeviceStats(info.device)
+            t = threading.Thread(target=self._time_loop, args=(ev, info.device), daemon=True, name="timer")
+            t.start()
+            self._threads.append(t)
+        for _ in range(self.compile_workers):
+            t = threading.Thread(target=self._compile_loop, daemon=True, name="compiler")
+            t.start()
+            self._threads.append(t)
+        return infos
+
+    def close(self) -> None:
+        """Stop every thread and evaluator (kills worker processes still busy)."""
+        self._stopping.set()
+        for _ in range(self.compile_workers):
+            self._compile_q.put(None)
+        for _ in self.timers:
+            self._timing_q.put(None)
+        for ev in [*self.timers, *self._compilers]:
+            try:
+                ev.close()
+            except Exception:  # closing must never hide the error that ended the search
+                log.debug("closing an evaluator failed", exc_info=True)
+        for t in self._threads:
+            t.join(timeout=10)
+
+    # ------------------------------------------------------------------ flow
+
+    def submit(self, candidate: Candidate) -> None:
+        self.in_flight += 1
+        (self._compile_q if self.compile_workers else self._timing_q).put(candidate)
+
+    def next_result(self, timeout: float | None = None) -> Outcome | None:
+        """The next finished candidate, or None after ``timeout`` seconds."""
+        try:
+            item = self._results.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(item, _Failure):
+            raise item.exc
+        self.in_flight -= 1
+        return item
+
+    @property
+    def queued_for_timing(self) -> int:
+        return self._timing_q.qsize()
+
+    # ------------------------------------------------------------------ stages
+
+    def _compile_loop(self) -> None:
+        ev = self.backend.compiler()
+        self._compilers.append(ev)
+        try:
+            ev.start()
+        except Exception as e:
+            self._results.put(_Failure(e))
+            return
+        while not self._stopping.is_set():
+            cand = self._compile_q.get()
+            if cand is None:
+                return
+            t0 = time.monotonic()
+            try:
+                res = ev.compile(cand.config, cand.shape)
+            except Exception as e:
+                self._results.put(_Failure(e))
+                return
+            if res.status is TrialStatus.OK:
+                self._timing_q.put(cand)
+            elif _is_worker_death(res) and cand.attempt == 0 and not self._stopping.is_set():
+                self._compile_q.put(replace(cand, attempt=1))
+            else:
+                self._results.put(Outcome(cand, res, "compile", t0, time.monotonic()))
+
+    def _time_loop(self, ev: Evaluator, device: str) -> None:
+        stats = self.stats[device]
+        while not self._stopping.is_set():
+            cand = self._timing_q.get()
+            if cand is None:
+                return
+            t0 = time.monotonic()
+            try:
+                res = ev.evaluate(cand.config, cand.shape)
+                if _is_worker_death(res) and cand.attempt == 0 and not self._stopping.is_set():
+                    log.info(
+                        "worker died on %s (%s): retrying once on a fresh worker", cand.config, res.error
+                    )
+                    cand = replace(cand, attempt=1)
+                    res = ev.evaluate(cand.config, cand.shape)
+            except Exception as e:
+                self._results.put(_Failure(e))
+                return
+            t1 = time.monotonic()
+            stats.spans.append((t0, t1))
+            self._results.put(Outcome(cand, res, device, t0, t1))

@@ -1,0 +1,61 @@
+"""Search strategies behind a registry (name -> factory), as Helion's ``search_algorithms`` and Kernel
+Tuner's ``strategy_map``. A strategy proposes configs in batches and is told every result; it never
+imports the user's kernel file or touches a device. Importing this package imports no optuna: each factory
+imports what it needs when called."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .base import Strategy, StrategyContext
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["Strategy", "StrategyContext", "make_strategy", "register", "strategy_names"]
+
+_REGISTRY: dict[str, Callable[[StrategyContext], Strategy]] = {}
+#: names that mean the same strategy
+_ALIASES = {"grid": "exhaustive"}
+
+
+def register(name: str, factory: Callable[[StrategyContext], Strategy]) -> None:
+    _REGISTRY[name] = factory
+
+
+def strategy_names() -> tuple[str, ...]:
+    return tuple(sorted({*_REGISTRY, *_ALIASES}))
+
+
+def canonical_name(name: str) -> str:
+    return _ALIASES.get(name, name)
+
+
+def make_strategy(name: str, ctx: StrategyContext) -> Strategy:
+    return _REGISTRY[canonical_name(name)](ctx)
+
+
+def _tpe(ctx: StrategyContext) -> Strategy:
+    from .optuna_strategy import OptunaStrategy, tpe_sampler
+
+    return OptunaStrategy(ctx, tpe_sampler(ctx.seed))
+
+
+def _random(ctx: StrategyContext) -> Strategy:
+    import optuna
+
+    from .optuna_strategy import OptunaStrategy
+
+    return OptunaStrategy(ctx, optuna.samplers.RandomSampler(seed=ctx.seed))
+
+
+def _exhaustive(ctx: StrategyContext) -> Strategy:
+    from .enumeration import EnumerationStrategy
+
+    return EnumerationStrategy(ctx)
+
+
+register("tpe", _tpe)
+register("random", _random)
+register("exhaustive", _exhaustive)

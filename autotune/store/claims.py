@@ -1,0 +1,198 @@
+"""Claims: the work-queue pattern on the results database (a unique row per (key, config) with an owner
+and a lease), so that searches on many processes and hosts never measure a config twice.
+
+- ``claim`` inserts the row (the unique constraint lets exactly one inserter win), or finds it: ``done``
+  (reuse the stored trial), ``busy`` (another live owner holds it), or reclaimable (the lease expired, or
+  the owner was a process on this host that no longer exists) and then takes it over;
+- the owner renews the leases of all its running claims in one statement (``renew_claims``) while it lives;
+- ``record_trial`` marks the claim done in the same transaction that stores the trial;
+- ``release_claims`` drops an interrupted owner's running claims so others need not wait for the lease."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+
+from .database import Database
+from .models import ClaimRow, TrialRow, utcnow
+from .rows import from_db_time
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A claiming process: host and pid, plus a random token (pids are reused)."""
+
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    token: str = field(default_factory=lambda: secrets.token_hex(4))
+
+    @property
+    def id(self) -> str:
+        return f"{self.host}:{self.pid}:{self.token}"
+
+
+class ClaimState(str, Enum):
+    CLAIMED = "claimed"  # ours now: evaluate it
+    DONE = "done"  # measured already: reuse trial_id
+    BUSY = "busy"  # another live process is evaluating it
+
+
+@dataclass(frozen=True)
+class Claim:
+    state: ClaimState
+    attempts: int = 0
+    trial_id: int | None = None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return True
+    return True
+
+
+class ClaimQueries(Database):
+    def claim(
+        self, key_id: int, config_hash: str, owner: Owner, *, device: str = "", lease_s: float
+    ) -> Claim:
+        """Try to take (key, config) for ``owner``; see the module docstring for the outcomes."""
+        now = utcnow()
+        expires = now + timedelta(seconds=lease_s)
+        stmt = (
+            select(ClaimRow)
+            .where(ClaimRow.key_id == key_id, ClaimRow.config_hash == config_hash)
+            .with_for_update()
+        )
+        with self.session(write=True) as s:
+            row = s.scalars(stmt).first()
+            if row is None:
+                try:
+                    with s.begin_nested():  # losing the insert race must not abort the transaction
+                        s.add(
+                            ClaimRow(
+                                key_id=key_id,
+                                config_hash=config_hash,
+                                status="running",
+                                owner=owner.id,
+                                host=owner.host,
+                                pid=owner.pid,
+                                device=device or None,
+                                attempts=1,
+                                lease_expires_at=expires,
+                                created_at=now,
+                                updated_at=now,
+                            )
+                        )
+                    return Claim(ClaimState.CLAIMED, attempts=1)
+                except IntegrityError:
+                    row = s.scalars(stmt).one()
+            if row.status == "done":
+                return Claim(ClaimState.DONE, attempts=row.attempts, trial_id=row.trial_id)
+            if row.owner == owner.id:
+                return Claim(ClaimState.CLAIMED, attempts=row.attempts)
+            orphaned = row.host == owner.host and row.pid != owner.pid and not _pid_alive(row.pid)
+            if from_db_time(row.lease_expires_at) > now and not orphaned:
+                return Claim(ClaimState.BUSY, attempts=row.attempts)
+            # the owner died: take it over (the row lock makes one taker win)
+            row.owner, row.host, row.pid, row.device = owner.id, owner.host, owner.pid, device or None
+            row.attempts += 1
+            row.lease_expires_at, row.updated_at = expires, now
+            return Claim(ClaimState.CLAIMED, attempts=row.attempts)
+
+    def renew_claims(self, owner: Owner, *, lease_s: float) -> int:
+        """Extend the lease of every running claim of ``owner``; returns how many."""
+        now = utcnow()
+        with self.session(write=True) as s:
+            res = s.execute(
+                update(ClaimRow)
+                .where(ClaimRow.owner == owner.id, ClaimRow.status == "running")
+                .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
+            )
+            return int(res.rowcount or 0)
+
+    def release_claims(self, owner: Owner, config_hashes: list[str] | None = None) -> int:
+        """Drop ``owner``'s running claims (all, or those of ``config_hashes``): an interrupted search
+        hands its unfinished work back at once instead of after the lease."""
+        stmt = delete(ClaimRow).where(ClaimRow.owner == owner.id, ClaimRow.status == "running")
+        if config_hashes is not None:
+            if not config_hashes:
+                return 0
+            stmt = stmt.where(ClaimRow.config_hash.in_(config_hashes))
+        with self.session(write=True) as s:
+            return int(s.execute(stmt).rowcount or 0)
+
+    def running_claims(self, key_id: int) -> dict[str, str]:
+        """config hash -> owner of a key's running claims."""
+        with self.session() as s:
+            rows = s.execute(
+                select(ClaimRow.config_hash, ClaimRow.owner).where(
+                    ClaimRow.key_id == key_id, ClaimRow.status == "running"
+                )
+            ).all()
+            return {h: o for h, o in rows}
+
+    def settled_trials(self, key_id: int, *, older_than_s: float) -> set[int]:
+        """Ids of a key's trials whose measuring process is gone or finished long ago: no live process will
+        write them to the Optuna study any more (a dead owner on this host, or stored ``older_than_s``
+        ago), so a new search may adopt them. Invalid trials take no claim and count as settled when old."""
+        cutoff = utcnow() - timedelta(seconds=older_than_s)
+        host = socket.gethostname()
+        with self.session() as s:
+            rows = s.execute(
+                select(TrialRow.id, TrialRow.finished_at, ClaimRow.owner, ClaimRow.host, ClaimRow.pid)
+                .outerjoin(ClaimRow, ClaimRow.trial_id == TrialRow.id)
+                .where(TrialRow.key_id == key_id)
+            ).all()
+        out = set()
+        for trial_id, finished, _owner, owner_host, pid in rows:
+            old = finished is None or from_db_time(finished) < cutoff
+            dead = owner_host == host and pid is not None and pid != os.getpid() and not _pid_alive(pid)
+            if old or dead:
+                out.add(trial_id)
+        return out
+
+    def _complete_claim(self, s: Any, key_id: int, row: TrialRow) -> None:
+        claim = s.scalars(
+            select(ClaimRow)
+            .where(ClaimRow.key_id == key_id, ClaimRow.config_hash == row.config_hash)
+            .with_for_update()
+        ).first()
+        now = utcnow()
+        if claim is None:  # stored without a claim (a direct record_trial): still no one measures it again
+            try:
+                with s.begin_nested():
+                    s.add(
+                        ClaimRow(
+                            key_id=key_id,
+                            config_hash=row.config_hash,
+                            status="done",
+                            owner=row.worker or "",
+                            host=row.hostname or "",
+                            pid=0,
+                            device=row.device,
+                            attempts=1,
+                            lease_expires_at=now,
+                            trial_id=row.id,
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
+                return
+            except IntegrityError:
+                claim = s.scalars(
+                    select(ClaimRow).where(ClaimRow.key_id == key_id, ClaimRow.config_hash == row.config_hash)
+                ).one()
+        claim.status, claim.trial_id, claim.updated_at = "done", row.id, now

@@ -1,0 +1,210 @@
+"""The connection to one results database: engine, one session scope, and the error boundary.
+
+Every SQLAlchemy/driver failure leaves through ``Database._error`` as a ``StoreError`` whose message
+carries the masked URL, never the password (as Optuna's ``_rdb/storage.py`` funnels every statement
+through ``_create_scoped_session``)."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import URL, create_engine, event
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from ..errors import DatabaseUnreachableError, StoreError
+from .urls import default_db_url, mask_url, normalize_db_url, url_secrets
+
+#: execution option that makes a SQLite transaction start with BEGIN IMMEDIATE (see _sqlite_events)
+WRITE = "autotune_write"
+CONNECT_TIMEOUT_S = 10
+SQLITE_BUSY_TIMEOUT_S = 60.0
+
+#: every Database's engine: a forked child must not reuse its parent's pooled connections (the sockets
+#: are shared; SQLAlchemy's documented remedy is dispose(close=False) in the child)
+_engines: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def _forget_connections_in_child() -> None:
+    for engine in list(_engines):
+        engine.dispose(close=False)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_connections_in_child)
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+class Database:
+    """One database URL. Cheap to construct: nothing connects until the first call."""
+
+    def __init__(self, url: str | None = None, *, readonly: bool = False) -> None:
+        self.url = normalize_db_url(url) if url is not None else default_db_url()
+        self.masked_url = mask_url(self.url)
+        self.readonly = readonly
+        self._secrets = url_secrets(self.url)
+        sa_url = make_url(self.url)
+        self.is_sqlite = sa_url.get_backend_name() == "sqlite"
+        db = sa_url.database if self.is_sqlite else None
+        #: the SQLite file, None for Postgres or an in-memory database
+        self.sqlite_path: str | None = db if db and db != ":memory:" and not db.startswith("file:") else None
+        try:
+            self.engine: Engine = self._create_engine(sa_url)
+            _engines.add(self.engine)
+        except (SQLAlchemyError, ImportError) as e:
+            raise StoreError(
+                f"cannot use database {self.masked_url}: {self._scrub(first_line(e))}"
+                + (
+                    " (install psycopg: pip install 'autotune[postgres]')"
+                    if isinstance(e, ImportError)
+                    else ""
+                )
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.masked_url!r}, readonly={self.readonly})"
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pooled connections (the object stays usable: it reconnects on the next call)."""
+        self.engine.dispose()
+
+    def optuna_engine_kwargs(self) -> dict[str, Any]:
+        """``engine_kwargs`` for Optuna's ``RDBStorage`` on this URL: the same busy timeout (SQLite;
+        pysqlite's default of 5 s is too short for several tuner processes) or connect timeout."""
+        if self.is_sqlite:
+            return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+        return {"pool_pre_ping": True, "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
+
+    # ---------------------------------------------------------------- engine
+
+    def _create_engine(self, sa_url: URL) -> Engine:
+        if not self.is_sqlite:
+            connect_args: dict[str, Any] = {}
+            if "connect_timeout" not in sa_url.query:  # an unreachable host must fail fast, not hang
+                connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+            if self.readonly:
+                connect_args["options"] = "-c default_transaction_read_only=on"
+            return create_engine(sa_url, pool_pre_ping=True, connect_args=connect_args)
+        connect_args = {} if "timeout" in sa_url.query else {"timeout": SQLITE_BUSY_TIMEOUT_S}
+        if self.readonly and self.sqlite_path:
+            # mode=ro: never creates the file, never writes (the lookup runs inside users' programs)
+            sa_url = URL.create(
+                "sqlite", database=f"file:{quote(self.sqlite_path)}", query={"mode": "ro", "uri": "true"}
+            )
+        engine = create_engine(sa_url, connect_args=connect_args)
+        self._sqlite_events(engine)
+        return engine
+
+    def _sqlite_events(self, engine: Engine) -> None:
+        path, readonly = self.sqlite_path, self.readonly
+
+        @event.listens_for(engine, "do_connect")
+        def _make_parent_dir(dialect: Any, conn_rec: Any, cargs: Any, cparams: Any) -> None:
+            if path and not readonly:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, conn_rec: Any) -> None:
+            # pysqlite's own implicit BEGIN is deferred and skips reads; turn it off and let the "begin"
+            # hook below emit BEGIN itself (SQLAlchemy's documented recipe).
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            if not readonly:
+                # WAL: readers (lookups, `autotune show`) never block the writing tuner processes.
+                # synchronous=NORMAL is durable against crashes in WAL mode (only a power loss may drop
+                # the last commits) and saves an fsync per trial on the search's hot path.
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            # A writer takes the write lock up front (waiting up to the busy timeout): a deferred
+            # transaction that reads and then writes fails at once with SQLITE_BUSY when another
+            # process wrote in between, instead of waiting.
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE) else "BEGIN")
+
+    # ---------------------------------------------------------------- errors and sessions
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return mask_url_text(text)
+
+    def _diagnose(self) -> StoreError | None:
+        """A schema problem that explains a failed statement (overridden by the schema layer)."""
+        return None
+
+    def _error(self, e: BaseException, *, diagnose: bool = True) -> StoreError:
+        """The StoreError to raise for a SQLAlchemy/driver/OS error; ``diagnose``: on a failed statement,
+        check the schema revision to tell the user to upgrade."""
+        if isinstance(e, StoreError):
+            return e
+        reason = self._scrub(first_line(e.orig if isinstance(e, DBAPIError) and e.orig is not None else e))
+        if isinstance(e, OSError) or (
+            isinstance(e, DBAPIError) and (e.statement is None or e.connection_invalidated)
+        ):
+            # no statement, or the connection dropped under one: the database is not there
+            return DatabaseUnreachableError(
+                f"database {self.masked_url} went away or is unreachable: {reason}"
+            )
+        if diagnose and isinstance(e, (OperationalError, ProgrammingError)):
+            # most likely a missing/older table: say so, with the command that fixes it
+            try:
+                found = self._diagnose()
+            except Exception:
+                found = None
+            if found is not None:
+                return found
+        return StoreError(f"database {self.masked_url}: {reason}")
+
+    @contextmanager
+    def guard(self, *, diagnose: bool = True) -> Iterator[None]:
+        try:
+            yield
+        except (SQLAlchemyError, OSError) as e:
+            raise self._error(e, diagnose=diagnose) from e
+
+    @contextmanager
+    def session(self, *, write: bool = False) -> Iterator[Session]:
+        """One transaction: commit on success, roll back on any error (as Optuna's RDB storage does)."""
+        if write and self.readonly:
+            raise StoreError(f"database {self.masked_url} is open read-only")
+        session = Session(self.engine, expire_on_commit=False)
+        try:
+            with self.guard():
+                try:
+                    if write:
+                        session.connection(execution_options={WRITE: True})
+                    yield session
+                    session.commit()
+                except BaseException:
+                    session.rollback()
+                    raise
+        finally:
+            session.close()
+
+
+def mask_url_text(text: str) -> str:
+    """Mask URL passwords inside free text (driver messages may quote the URL)."""
+    from . import urls
+
+    masker = getattr(urls, "mask_secrets", None)
+    return masker(text) if masker is not None else text

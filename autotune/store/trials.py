@@ -1,0 +1,226 @@
+"""Queries on trials and best configs: storing results, reading them back, keeping each key's best row."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+
+from ..errors import StoreError
+from ..records import BestRecord
+from ..trial import TrialResult, TrialStatus
+from .database import Database
+from .models import (
+    BestConfigRow,
+    ClaimRow,
+    EnvironmentRow,
+    KernelRow,
+    ShapeRow,
+    TrialRow,
+    TuningKeyRow,
+    utcnow,
+)
+from .rows import best_record, trial_result, trial_row, utc
+
+
+class TrialQueries(Database):
+    def record_trial(
+        self,
+        key_id: int,
+        result: TrialResult,
+        *,
+        optuna_trial_number: int | None = None,
+        started_at: datetime | None = None,
+        finished_at: datetime | None = None,
+    ) -> int:
+        """Store one result and, in the same transaction, mark its (key, config) claim done (creating it
+        when none was taken); returns the trial's id. Invalid configs take no claim: they never run."""
+        row = trial_row(
+            key_id,
+            result,
+            optuna_trial_number=optuna_trial_number,
+            started_at=utc(started_at),
+            finished_at=utc(finished_at) or utcnow(),
+        )
+        with self.session(write=True) as s:
+            s.add(row)
+            s.flush()
+            if row.status != TrialStatus.INVALID.value:
+                self._complete_claim(s, key_id, row)
+            return row.id
+
+    def _complete_claim(self, s: Any, key_id: int, row: TrialRow) -> None:
+        """Overridden by the claims layer (ClaimQueries)."""
+
+    def find_trial(self, key_id: int, config_hash: str) -> TrialResult | None:
+        """The most recent stored result of a config under a key (for reuse), or None."""
+        with self.session() as s:
+            row = s.scalars(
+                select(TrialRow)
+                .where(TrialRow.key_id == key_id, TrialRow.config_hash == config_hash)
+                .order_by(TrialRow.id.desc())
+                .limit(1)
+            ).first()
+            return None if row is None else trial_result(row)
+
+    def trials(self, key_id: int) -> list[TrialResult]:
+        """Every stored trial of a key, oldest first."""
+        return [t for _, t in self.trials_since(key_id, 0)]
+
+    def trials_since(self, key_id: int, after_id: int) -> list[tuple[int, TrialResult]]:
+        """(id, result) of the trials of a key stored after trial ``after_id``, oldest first: how a search
+        learns what other processes measured meanwhile."""
+        with self.session() as s:
+            rows = s.scalars(
+                select(TrialRow)
+                .where(TrialRow.key_id == key_id, TrialRow.id > after_id)
+                .order_by(TrialRow.id)
+            ).all()
+            return [(r.id, trial_result(r)) for r in rows]
+
+    def trial_numbers(self, key_id: int) -> list[int]:
+        """The Optuna trial numbers recorded under a key (oldest first; rows without one are skipped)."""
+        with self.session() as s:
+            return list(
+                s.scalars(
+                    select(TrialRow.optuna_trial_number)
+                    .where(TrialRow.key_id == key_id, TrialRow.optuna_trial_number.is_not(None))
+                    .order_by(TrialRow.id)
+                )
+            )
+
+    def trial_counts(self, key_id: int) -> dict[str, int]:
+        """Number of stored trials of a key, by status (statuses with none are absent)."""
+        with self.session() as s:
+            rows = s.execute(
+                select(TrialRow.status, func.count(TrialRow.id))
+                .where(TrialRow.key_id == key_id)
+                .group_by(TrialRow.status)
+            ).all()
+            return {status: int(n) for status, n in rows}
+
+    def duplicate_measurements(self, key_id: int | None = None) -> int:
+        """Extra measurements: trials beyond the first per (key, config) among those that ran (status not
+        invalid). Zero is what the claims guarantee."""
+        stmt = (
+            select(TrialRow.key_id, TrialRow.config_hash, func.count(TrialRow.id))
+            .where(TrialRow.status != TrialStatus.INVALID.value)
+            .group_by(TrialRow.key_id, TrialRow.config_hash)
+        )
+        if key_id is not None:
+            stmt = stmt.where(TrialRow.key_id == key_id)
+        with self.session() as s:
+            return sum(int(n) - 1 for _, _, n in s.execute(stmt))
+
+    def refresh_best(self, key_id: int) -> BestRecord | None:
+        """Point the key's best_configs row at its fastest ok+measured trial (or drop it if none)."""
+        with self.session(write=True) as s:
+            # row lock: two processes refreshing one key serialize, so the later one sees every trial
+            key = s.get(TuningKeyRow, key_id, with_for_update=True)
+            if key is None:
+                raise StoreError(f"database {self.masked_url}: no tuning key {key_id}")
+            trial = s.scalars(
+                select(TrialRow)
+                .where(
+                    TrialRow.key_id == key_id,
+                    TrialRow.status == TrialStatus.OK.value,
+                    TrialRow.measured.is_(True),
+                    TrialRow.time_s.is_not(None),
+                )
+                .order_by(TrialRow.time_s, TrialRow.id)
+                .limit(1)
+            ).first()
+            best = s.scalars(select(BestConfigRow).where(BestConfigRow.key_id == key_id)).first()
+            if trial is None:
+                if best is not None:
+                    s.delete(best)
+                return None
+            if best is None or best.trial_id != trial.id:
+                kernel = s.get_one(KernelRow, key.kernel_id)
+                shape = s.get_one(ShapeRow, key.shape_id)
+                env = s.get_one(EnvironmentRow, key.environment_id)
+                if best is None:
+                    best = BestConfigRow(key_id=key_id)
+                    s.add(best)
+                best.trial_id, best.config, best.time_s, best.tflops = (
+                    trial.id,
+                    trial.config,
+                    trial.time_s,
+                    trial.tflops,
+                )
+                best.kernel_name, best.source_hash, best.space_hash = (
+                    kernel.name,
+                    kernel.source_hash,
+                    key.space_hash,
+                )
+                best.shape_key, best.dims, best.dtypes_key = shape.shape_key, shape.dims, shape.dtypes_key
+                best.device_name, best.cc, best.env_hash = env.gpu_name, env.cc, env.env_hash
+                best.torch, best.triton, best.updated_at = env.torch, env.triton, utcnow()
+                s.flush()
+            return best_record(best)
+
+    def best(
+        self, kernel_name: str, shape_key: str | None = None, device_name: str | None = None
+    ) -> list[BestRecord]:
+        """Best configs of a kernel (optionally one shape / one device), newest first."""
+        stmt = select(BestConfigRow).where(BestConfigRow.kernel_name == kernel_name)
+        if shape_key is not None:
+            stmt = stmt.where(BestConfigRow.shape_key == shape_key)
+        if device_name is not None:
+            stmt = stmt.where(BestConfigRow.device_name == device_name)
+        with self.session() as s:
+            rows = s.scalars(stmt.order_by(BestConfigRow.updated_at.desc(), BestConfigRow.id.desc())).all()
+            return [best_record(r) for r in rows]
+
+    def summary(self, kernel_name: str | None = None) -> list[dict[str, Any]]:
+        """One row per tuning key, for ``autotune show``."""
+        stmt = (
+            select(TuningKeyRow, KernelRow, ShapeRow, EnvironmentRow, BestConfigRow)
+            .join(KernelRow, KernelRow.id == TuningKeyRow.kernel_id)
+            .join(ShapeRow, ShapeRow.id == TuningKeyRow.shape_id)
+            .join(EnvironmentRow, EnvironmentRow.id == TuningKeyRow.environment_id)
+            .outerjoin(BestConfigRow, BestConfigRow.key_id == TuningKeyRow.id)
+            .order_by(KernelRow.name, ShapeRow.shape_key, TuningKeyRow.id)
+        )
+        if kernel_name is not None:
+            stmt = stmt.where(KernelRow.name == kernel_name)
+        with self.session() as s:
+            counts: dict[int, dict[str, int]] = {}
+            for key_id, status, n in s.execute(
+                select(TrialRow.key_id, TrialRow.status, func.count(TrialRow.id)).group_by(
+                    TrialRow.key_id, TrialRow.status
+                )
+            ):
+                counts.setdefault(key_id, {})[status] = int(n)
+            running: dict[int, int] = dict(
+                s.execute(
+                    select(ClaimRow.key_id, func.count(ClaimRow.id))
+                    .where(ClaimRow.status == "running")
+                    .group_by(ClaimRow.key_id)
+                ).all()
+            )
+            out = []
+            for key, kernel, shape, env, best in s.execute(stmt):
+                c = counts.get(key.id, {})
+                out.append(
+                    {
+                        "key_id": key.id,
+                        "kernel": kernel.name,
+                        "source_hash": kernel.source_hash[:12],
+                        "shape": shape.shape_key,
+                        "dtypes": dict(shape.dtypes),
+                        "device": env.gpu_name,
+                        "cc": env.cc,
+                        "env_hash": env.env_hash[:12],
+                        "torch": env.torch,
+                        "triton": env.triton,
+                        "study_name": key.study_name,
+                        "trials": sum(c.values()),
+                        "counts": c,
+                        "running": int(running.get(key.id, 0)),
+                        "best_time_s": best.time_s if best else None,
+                        "best_tflops": best.tflops if best else None,
+                    }
+                )
+            return out

@@ -1,0 +1,292 @@
+"""The engine: the pipeline over simulated and real evaluators, claims across searchers, the Optuna study
+written in batches. Simulated devices let the pipeline's scheduling be tested without GPUs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from wsgiref.util import setup_testing_defaults
+
+import pytest
+
+from autotune.engine import (
+    Candidate,
+    EvalOptions,
+    KernelMeta,
+    Landscape,
+    Pipeline,
+    ProcessBackend,
+    SimulatedBackend,
+    WorkerInfo,
+)
+from autotune.env import DEVICE_PRESETS
+from autotune.settings import SearchSettings
+from autotune.space import Space
+from autotune.store import Store
+from autotune.trial import TrialResult, TrialStatus, config_hash
+from autotune.tuner import Tuner
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
+LANDSCAPES = sorted((ROOT / "bench" / "landscapes").glob("gemm_fp8_*.json"))
+SPACE = {
+    "name": "sim",
+    "params": {"A": [1, 2, 3, 4, 5, 6], "B": [1, 2, 3, 4], "C": ["x", "y"]},
+    "constraints": [{"name": "not_too_big", "expr": "A * B <= 16"}],
+}
+
+
+def sim_info(space: Space, default: dict) -> WorkerInfo:
+    meta = KernelMeta(
+        name="sim_kernel",
+        path="sim",
+        source_hash="s" * 64,
+        space=space.to_dict(),
+        space_source="<inline>",
+        default_config=default,
+        default_shapes=({"N": 8},),
+        shape_params=("N",),
+        dtypes={"x": "f32"},
+    )
+    env = {
+        "device_kind": "sim",
+        "gpu_name": "Sim GPU",
+        "cc": "sim",
+        "sm_count": 1,
+        "driver": "sim",
+        "cuda": "sim",
+        "torch": "sim",
+        "triton": "sim",
+        "hostname": "h",
+    }
+    return WorkerInfo(meta, {"cc": 0}, env, "sim:0", 4)
+
+
+def synthetic(config, shape) -> TrialResult:
+    """A smooth landscape with one failing region: best at A=4, B=3, C=y."""
+    if config["A"] == 6 and config["C"] == "x":
+        return TrialResult(TrialStatus.COMPILE_FAILED, config, error="synthetic ptxas error")
+    t = 1e-5 * (1 + (config["A"] - 4) ** 2 + (config["B"] - 3) ** 2 + (0 if config["C"] == "y" else 0.5))
+    return TrialResult(TrialStatus.OK, config, time_s=t, tflops=1.0)
+
+
+def sim_tuner(url: str, devices: int, **settings) -> Tuner:
+    space = Space.from_dict(SPACE)
+    backend = SimulatedBackend(sim_info(space, {"A": 1, "B": 1, "C": "x"}), synthetic, eval_s=0.002)
+    s = SearchSettings(devices=",".join(f"sim:{i}" for i in range(devices)), **settings)
+    tuner = Tuner("sim", Store(url), s, backend=backend)
+    tuner.store.upgrade()
+    return tuner
+
+
+def test_pipeline_spreads_candidates_over_devices_and_compiles_ahead():
+    space = Space.from_dict(SPACE)
+    backend = SimulatedBackend(
+        sim_info(space, {"A": 1, "B": 1, "C": "x"}), synthetic, compile_s=0.01, eval_s=0.01
+    )
+    pipe = Pipeline(backend, [f"sim:{i}" for i in range(4)], compile_workers=3)
+    infos = pipe.start()
+    assert [i.device for i in infos] == ["sim:0", "sim:1", "sim:2", "sim:3"]
+    configs = list(space.enumerate({"cc": 0}))
+    try:
+        for c in configs:
+            pipe.submit(Candidate(c, config_hash(c), {"N": 8}))
+        outs = [pipe.next_result(timeout=30) for _ in configs]
+    finally:
+        pipe.close()
+    assert None not in outs and pipe.in_flight == 0
+    assert sorted(o.candidate.config_hash for o in outs) == sorted(config_hash(c) for c in configs)
+    # a compile failure never reaches a timing worker; everything else was timed, on every device
+    failed = [o for o in outs if o.result.status is TrialStatus.COMPILE_FAILED]
+    assert failed and all(o.device == "compile" for o in failed)
+    assert {o.device for o in outs if o.result.status is TrialStatus.OK} == {f"sim:{i}" for i in range(4)}
+    timed = [
+        h for ev in backend.made if ev.device.startswith("sim:") for kind, h in ev.calls if kind == "eval"
+    ]
+    assert len(timed) == len(configs) - len(failed)
+
+
+def test_a_dead_worker_is_retried_once_then_crashed():
+    space = Space.from_dict(SPACE)
+    deaths: dict[str, int] = {}
+
+    def dies(config, shape):
+        h = config_hash(config)
+        deaths[h] = deaths.get(h, 0) + 1
+        if config["A"] == 1 or (config["A"] == 2 and deaths[h] == 1):  # A=1 always, A=2 the first time
+            return TrialResult(TrialStatus.CRASHED, config, error="worker killed by SIGKILL")
+        return TrialResult(TrialStatus.OK, config, time_s=1e-5)
+
+    pipe = Pipeline(SimulatedBackend(sim_info(space, {}), dies), ["sim:0"], compile_workers=0)
+    pipe.start()
+    try:
+        for a in (1, 2, 3):
+            c = {"A": a, "B": 1, "C": "x"}
+            pipe.submit(Candidate(c, config_hash(c), {"N": 8}))
+        outs = {o.candidate.config["A"]: o for o in (pipe.next_result(timeout=30) for _ in range(3))}
+    finally:
+        pipe.close()
+    assert outs[1].result.status is TrialStatus.CRASHED and outs[1].candidate.attempt == 1
+    assert outs[2].result.status is TrialStatus.OK and outs[2].candidate.attempt == 1
+    assert outs[3].result.status is TrialStatus.OK and outs[3].candidate.attempt == 0
+    assert sum(deaths.values()) == 2 + 2 + 1
+
+
+def test_worker_killed_from_outside_is_retried_on_a_fresh_worker():
+    opts = EvalOptions(num_tests=2, env={"TINY_FIRST_RUN_SLEEP": "4"})
+    pipe = Pipeline(ProcessBackend(TINY, opts), ["cpu"], compile_workers=0)
+    pipe.start()
+    worker = pipe.timers[0]
+    try:
+        cfg = {"REPS": 2, "MODE": "a"}
+        pipe.submit(Candidate(cfg, config_hash(cfg), {"N": 16}))
+        time.sleep(1.5)  # the child is sleeping in its first launch
+        first_pid = worker.pid
+        os.kill(first_pid, signal.SIGKILL)
+        out = pipe.next_result(timeout=120)
+    finally:
+        pipe.close()
+    assert out is not None and out.result.status is TrialStatus.OK, out.result.error
+    assert out.candidate.attempt == 1 and worker.pid != first_pid
+
+
+@pytest.mark.parametrize("devices", [1, 4])
+def test_search_with_simulated_devices(sqlite_url, devices):
+    tuner = sim_tuner(sqlite_url, devices, strategy="exhaustive", trials=1000, compile_workers=2)
+    with tuner:
+        tuner.start()
+        report = tuner.search_shape({"N": 8})
+    space = Space.from_dict(SPACE)
+    valid = list(space.enumerate({"cc": 0}))
+    assert report.evaluations == len(valid) and report.busy == 0
+    assert report.best.config == {"A": 4, "B": 3, "C": "y"}
+    assert set(report.devices) == {f"sim:{i}" for i in range(devices)}
+    store = tuner.store
+    key = store.summary()[0]["key_id"]
+    trials = store.trials(key)
+    assert {t.device for t in trials if t.status is TrialStatus.OK} == set(report.devices)
+    assert store.duplicate_measurements() == 0 and store.running_claims(key) == {}
+    # the Optuna study in the database: every trial, finished, with real times (no penalty values)
+    import optuna
+
+    study = optuna.load_study(study_name=report.study_name, storage=sqlite_url)
+    assert len(study.trials) == len(trials)
+    assert all(t.state.is_finished() for t in study.trials)
+    ok = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(ok) == sum(t.status is TrialStatus.OK for t in trials)
+    assert min(t.value for t in ok) == pytest.approx(report.best.time_s)
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert {t.user_attrs["autotune_status"] for t in failed} == {"compile_failed"}
+
+
+def test_budget_and_strategies_on_simulated_devices(sqlite_url):
+    for strategy, seed in (("tpe", 1), ("random", 2), ("exhaustive", 3)):
+        tuner = sim_tuner(sqlite_url, 2, strategy=strategy, trials=7, seed=seed, compile_workers=1)
+        with tuner:
+            tuner.start()
+            report = tuner.search_shape({"N": 8})
+        assert report.evaluations == 7, strategy  # --trials budgets every strategy, exhaustive too
+    store = Store(sqlite_url)
+    key = store.summary()[0]["key_id"]
+    assert store.duplicate_measurements() == 0
+    # later searches reuse, never re-measure: 21 distinct configs in all
+    assert (
+        len({config_hash(t.config) for t in store.trials(key) if t.status is not TrialStatus.INVALID}) == 21
+    )
+
+
+def test_concurrent_searchers_split_the_work(db_url):
+    """Four searchers (threads, each its own owner) on one key: each config measured exactly once."""
+    tuners = [sim_tuner(db_url, 1, strategy="exhaustive", trials=1000, compile_workers=1) for _ in range(4)]
+    reports, errors = [], []
+
+    def run(t):
+        try:
+            with t:
+                t.start()
+                reports.append(t.search_shape({"N": 8}))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in tuners]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+    assert not errors, errors
+    store = Store(db_url)
+    valid = list(Space.from_dict(SPACE).enumerate({"cc": 0}))
+    assert sum(r.evaluations for r in reports) == len(valid)
+    assert store.duplicate_measurements() == 0
+    best = store.best("sim_kernel")
+    assert len(best) == 1 and best[0].config == {"A": 4, "B": 3, "C": "y"}
+
+
+def test_replay_of_a_recorded_h200_landscape(sqlite_url):
+    """The simulated evaluator answers from bench/landscapes: the search finds the landscape's best."""
+    space = Space.from_yaml(ROOT / "bench" / "landscapes" / "gemm_fp8_wave1.yaml")
+    default = {
+        "BLOCK_M": 128,
+        "BLOCK_N": 128,
+        "BLOCK_K": 128,
+        "GROUP_M": 8,
+        "num_stages": 3,
+        "num_warps": 8,
+        "USE_TMA": False,
+        "SPLIT_K": 1,
+    }
+    land = Landscape.from_files(
+        LANDSCAPES[:1], space=space, default_config=default, facts=DEVICE_PRESETS["h200"]
+    )
+    info = WorkerInfo(land.meta, land.facts, land.env, "sim:0", 1)
+    tuner = Tuner(
+        "sim",
+        Store(sqlite_url),
+        SearchSettings(devices="sim:0,sim:1", strategy="exhaustive", trials=5000, compile_workers=2),
+        backend=SimulatedBackend(info, land.answer),
+    )
+    tuner.store.upgrade()
+    with tuner:
+        tuner.start()
+        shape = land.meta.default_shapes[0]
+        report = tuner.search_shape(shape)
+    doc = json.loads(LANDSCAPES[0].read_text())
+    best = min((c for c in doc["configs"] if c["status"] == "ok"), key=lambda c: c["time_s"])
+    assert report.best.time_s == pytest.approx(best["time_s"])
+    assert report.evaluations == len(doc["configs"])
+
+
+def test_optuna_dashboard_lists_each_shape_study_with_real_times(sqlite_url):
+    optuna_dashboard = pytest.importorskip("optuna_dashboard")
+    tuner = sim_tuner(sqlite_url, 2, strategy="exhaustive", trials=1000, compile_workers=1)
+    with tuner:
+        tuner.start()
+        reports = [tuner.search_shape({"N": 8}), tuner.search_shape({"N": 16})]
+    app = optuna_dashboard.wsgi(sqlite_url)
+
+    def get(path):
+        env: dict = {}
+        setup_testing_defaults(env)
+        env["PATH_INFO"] = path
+        status = {}
+
+        def start_response(s, headers, exc_info=None):
+            status["s"] = s
+
+        body = b"".join(app(env, start_response))
+        assert status["s"].startswith("200"), status
+        return json.loads(body)
+
+    studies = get("/api/studies")["study_summaries"]
+    assert sorted(s["study_name"] for s in studies) == sorted(r.study_name for r in reports)
+    for s in studies:
+        detail = get(f"/api/studies/{s['study_id']}")
+        values = [t["values"][0] for t in detail["trials"] if t["state"] == "Complete"]
+        assert values and max(values) < 1.0, "penalty values in the study"
+        report = next(r for r in reports if r.study_name == s["study_name"])
+        assert min(values) == pytest.approx(report.best.time_s)
+        assert all(t["state"] in ("Complete", "Fail") for t in detail["trials"])
