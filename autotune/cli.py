@@ -135,6 +135,12 @@ def search(
         int | None,
         typer.Option(help="Processes compiling ahead of the timing workers (default: cores - 1 with GPUs)"),
     ] = None,
+    configs: Annotated[
+        Path | None,
+        typer.Option(
+            "--configs", help="JSON list of configs: evaluate exactly these (e.g. a triton.Config list)"
+        ),
+    ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")
     ] = None,
@@ -156,8 +162,11 @@ def search(
         compile_timeout_s=compile_timeout,
         run_timeout_s=run_timeout,
         compile_workers=compile_workers,
+        configs_file=str(configs) if configs else None,
     )
     shapes = parse_shapes(shape)
+    if configs is not None and not configs.is_file():
+        raise SettingsError(f"--configs {configs}: no such file")
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
     from .store import Store

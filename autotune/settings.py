@@ -137,6 +137,9 @@ class SearchSettings:
     compile_workers: int | None = _default("AUTOTUNE_COMPILE_WORKERS", env_int, None, minimum=0)
     #: seconds a claim stays valid without renewal; renewed every third of it while the search lives
     lease_s: float = _default("AUTOTUNE_LEASE", env_float, 30.0, positive=True)
+    #: a JSON file listing the configs to evaluate (exactly those, in order, each checked against the
+    #: space), instead of proposals from the strategy's model: e.g. an existing ``triton.Config`` list
+    configs_file: str | None = None
     #: extra environment for the worker processes (e.g. TRITON_INTERPRET=1)
     worker_env: dict[str, str] = field(default_factory=dict)
 

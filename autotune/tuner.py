@@ -239,7 +239,10 @@ class _ShapeRun:
             self.default = None  # type: ignore[assignment]
         # Small spaces are listed once (exhaustive order, fallback proposals); larger ones are only ever
         # sampled, never materialized, after a bounded check that anything in them is valid.
-        if self.space.enumerable(self.facts):
+        listed = _load_configs(self.s.configs_file, self.space, self.facts) if self.s.configs_file else None
+        if listed is not None:
+            self.valid = listed
+        elif self.space.enumerable(self.facts):
             self.valid: list[dict[str, Any]] | None = list(self.space.enumerate(self.facts))
             if not self.valid:
                 raise SpaceError(f"{self.space.source}: no config satisfies the constraints on this device")
@@ -247,7 +250,7 @@ class _ShapeRun:
             self.valid = None
             self.space.find_valid(self.facts)
         self.report.valid_configs = len(self.valid) if self.valid is not None else None
-        name = canonical_name(self.s.strategy)
+        name = "exhaustive" if listed is not None else canonical_name(self.s.strategy)
         if name == "tpe" and self.valid is not None and len(self.valid) <= self.s.trials:
             name = "exhaustive"  # the whole valid space fits the budget: no model needed
         if name == "exhaustive" and self.valid is None:
@@ -264,7 +267,10 @@ class _ShapeRun:
         self.in_flight: dict[str, Candidate] = {}
         self.mine: set[int] = set()
         self.last_id = 0
-        self.first: list[dict[str, Any]] = [self.default] if self.default is not None else []
+        # The default config runs first (the baseline of every speedup), except with --configs: exactly those.
+        self.first: list[dict[str, Any]] = (
+            [self.default] if self.default is not None and listed is None else []
+        )
         self.best: TrialResult | None = None
         self.loop_s = 0.0
         self.finished = 0
@@ -332,7 +338,7 @@ class _ShapeRun:
 
     def fill(self, writer: Any) -> None:
         """Propose, filter, claim and submit until the pipeline is full, the budget is spent or nothing
-        is left."""
+        is left. Each round costs two transactions at most (the invalid ones, the claims)."""
         stale = 0
         while len(self.in_flight) < self._depth() and self._budget_left():
             want = self._depth() - len(self.in_flight)
@@ -341,52 +347,68 @@ class _ShapeRun:
                 batch += self.strategy.propose(want - len(batch))
             if not batch:
                 return
+            fresh: dict[str, dict[str, Any]] = {}
+            invalid: list[TrialResult] = []
+            room = min(want, self.s.trials - self.report.evaluations)
             for config in batch:
-                if len(self.in_flight) >= self._depth() or not self._budget_left():
+                h = config_hash(config)
+                if len(fresh) >= room or h in fresh:
                     self.strategy.tell(config, None)
-                    continue
-                stale = 0 if self._consider(config, writer) else stale + 1
+                elif h in self.known or h in self.in_flight or h in self.busy:
+                    self.strategy.tell(config, self.known.get(h))
+                else:
+                    problems = self.space.check(config, self.facts)
+                    if problems:
+                        res = TrialResult(TrialStatus.INVALID, dict(config), error="; ".join(problems))
+                        self.known[h] = res
+                        invalid.append(res)
+                        self.strategy.tell(config, res)
+                    else:
+                        fresh[h] = config
+            self._record_invalid(invalid, writer)
+            submitted = self._claim_and_submit(fresh) if fresh else 0
+            stale = 0 if submitted else stale + len(batch)
             if stale >= _MAX_STALE:
-                fresh = self._unseen()
-                if fresh is None:
+                unseen = self._unseen()
+                if unseen is None:
                     return
-                self.first.append(fresh)
+                self.first.append(unseen)
                 stale = 0
 
-    def _consider(self, config: dict[str, Any], writer: Any) -> bool:
-        """Submit ``config`` if it is new, valid and ours to claim; True if it was submitted."""
-        h = config_hash(config)
-        if h in self.known or h in self.in_flight or h in self.busy:
-            self.strategy.tell(config, self.known.get(h))
-            return False
-        problems = self.space.check(config, self.facts)
-        if problems:
-            res = TrialResult(TrialStatus.INVALID, dict(config), error="; ".join(problems))
-            trial_id = self.store.record_trial(self.key.id, res)
+    def _record_invalid(self, invalid: list[TrialResult], writer: Any) -> None:
+        if not invalid:
+            return
+        ids = self.store.record_trials(self.key.id, [(r, None, None) for r in invalid])
+        for trial_id, res in zip(ids, invalid, strict=True):
             self.mine.add(trial_id)
-            self.known[h] = res
             writer.add(trial_id, res)
             self.report.invalid += 1
             self.report.statuses[res.status.value] += 1
-            self.strategy.tell(config, res)
-            return False
-        claim = self.store.claim(self.key.id, h, self.t.owner, lease_s=self.s.lease_s)
-        if claim.state is ClaimState.CLAIMED:
-            self.in_flight[h] = Candidate(dict(config), h, self.shape)
-            self.started_at[h] = datetime.now(timezone.utc)
-            self.pipeline.submit(self.in_flight[h])
-            self.report.evaluations += 1
-            return True
-        if claim.state is ClaimState.DONE:
-            self.refresh()  # its trial is stored: learn it (and whatever else is new)
-            self.report.reused += 1
-            if h not in self.known:
+
+    def _claim_and_submit(self, fresh: dict[str, dict[str, Any]]) -> int:
+        """Claim new valid configs in one transaction; submit those that are ours. Returns how many."""
+        claims = self.store.claim_many(self.key.id, list(fresh), self.t.owner, lease_s=self.s.lease_s)
+        submitted = 0
+        learn = False
+        for h, config in fresh.items():
+            state = claims[h].state
+            if state is ClaimState.CLAIMED:
+                self.in_flight[h] = Candidate(dict(config), h, self.shape)
+                self.started_at[h] = datetime.now(timezone.utc)
+                self.pipeline.submit(self.in_flight[h])
+                self.report.evaluations += 1
+                submitted += 1
+            elif state is ClaimState.DONE:
+                self.report.reused += 1
+                learn = True
+                self.strategy.tell(config, None)  # its stored result is told by refresh() below
+            else:
+                self.busy.add(h)
+                self.report.busy += 1
                 self.strategy.tell(config, None)
-        else:
-            self.busy.add(h)
-            self.report.busy += 1
-            self.strategy.tell(config, None)
-        return False
+        if learn:
+            self.refresh()  # measured elsewhere meanwhile: learn it (and whatever else is new)
+        return submitted
 
     # -- the loop
 
@@ -401,33 +423,38 @@ class _ShapeRun:
             out = self.pipeline.next_result(timeout=max(0.05, next_refresh - time.monotonic()))
             t0 = time.monotonic()
             if out is not None:
-                self._store_outcome(out, writer)
+                # whatever else finished meanwhile is stored in the same transaction
+                outs = [out]
+                while len(outs) < 64 and (more := self.pipeline.next_result(timeout=0)) is not None:
+                    outs.append(more)
+                self._store_outcomes(outs, writer)
             if time.monotonic() >= next_refresh:
                 self.refresh()
                 next_refresh = time.monotonic() + _REFRESH_S
             self.loop_s += time.monotonic() - t0
 
-    def _store_outcome(self, out: Any, writer: Any) -> None:
-        cand, res = out.candidate, out.result
-        self.in_flight.pop(cand.config_hash, None)
-        res.device = res.device or out.device
-        trial_id = self.store.record_trial(
+    def _store_outcomes(self, outs: list[Any], writer: Any) -> None:
+        now = datetime.now(timezone.utc)
+        for out in outs:
+            self.in_flight.pop(out.candidate.config_hash, None)
+            out.result.device = out.result.device or out.device
+        ids = self.store.record_trials(
             self.key.id,
-            res,
-            started_at=self.started_at.pop(cand.config_hash, None),
-            finished_at=datetime.now(timezone.utc),
+            [(o.result, self.started_at.pop(o.candidate.config_hash, None), now) for o in outs],
         )
-        self.mine.add(trial_id)
-        self.known[cand.config_hash] = res
-        writer.add(trial_id, res, autotune_device=out.device)
-        self.strategy.tell(cand.config, res)
-        self.report.statuses[res.status.value] += 1
-        self.finished += 1
-        self._note_best(res)
-        if self.t.on_event is not None:
-            self.t.on_event(
-                TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)
-            )
+        for trial_id, out in zip(ids, outs, strict=True):
+            cand, res = out.candidate, out.result
+            self.mine.add(trial_id)
+            self.known[cand.config_hash] = res
+            writer.add(trial_id, res, autotune_device=out.device)
+            self.strategy.tell(cand.config, res)
+            self.report.statuses[res.status.value] += 1
+            self.finished += 1
+            self._note_best(res)
+            if self.t.on_event is not None:
+                self.t.on_event(
+                    TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)
+                )
 
     def finish(self) -> ShapeReport:
         r = self.report
@@ -444,6 +471,32 @@ class _ShapeRun:
         for st in self.pipeline.stats.values():
             st.spans.clear()  # per shape
         return r
+
+
+def _load_configs(path: str, space: Space, facts: dict[str, int]) -> list[dict[str, Any]]:
+    """``--configs FILE``: a JSON list of configs, normalized and checked against the space (one line
+    per problem: a config outside the space is the user's mistake, not a trial)."""
+    import json
+    from pathlib import Path
+
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise SettingsError(f"--configs {path}: {str(e)[:200]}") from None
+    if not isinstance(raw, list) or not raw:
+        raise SettingsError(f"--configs {path}: expected a non-empty JSON list of configs")
+    out, seen = [], set()
+    for i, c in enumerate(raw):
+        cfg = space.normalize(c)
+        problems = space.check(cfg, facts)
+        if problems:
+            raise SettingsError(
+                f"--configs {path}: config {i} is not valid here: {'; '.join(problems)[:300]}"
+            )
+        if config_hash(cfg) not in seen:
+            seen.add(config_hash(cfg))
+            out.append(cfg)
+    return out
 
 
 def parse_shapes(texts: list[str] | None) -> list[dict[str, int]]:

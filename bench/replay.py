@@ -1,8 +1,9 @@
-"""Replay `autotune search` offline on recorded H200 landscapes: regret of each sampler and budget over seeds.
+"""Replay `autotune search` offline on recorded H200 landscapes: regret of each strategy and budget over seeds.
 
-The real Tuner runs (real Optuna samplers, the real ask/tell loop with its invalid/dedupe handling, a real
-SQLite store); only the worker is replaced by one that answers each config with the time the H200 landscape
-recorded for it (bench/landscapes/*.json), so hundreds of searches run on a CPU in minutes.
+The real Tuner runs (real Optuna samplers, the real pipeline with claims, a real SQLite store) on the
+simulated evaluator (``autotune.engine.SimulatedEvaluator``), which answers each config with the time the
+H200 landscape recorded for it (bench/landscapes/*.json, measured with the wave-1 space kept beside them),
+so hundreds of searches run on a CPU in minutes.
 
     python bench/replay.py --seeds 20 --budgets 10,20,40 --out bench/results/replay.json
 """
@@ -22,77 +23,35 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from autotune.engine import Landscape, SimulatedBackend, WorkerInfo  # noqa: E402
 from autotune.env import DEVICE_PRESETS  # noqa: E402
-from autotune.kernel import load_kernel_file  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
 from autotune.space import Space  # noqa: E402
 from autotune.store import Store  # noqa: E402
-from autotune.trial import TrialResult, TrialStatus, config_hash  # noqa: E402
 from autotune.tuner import Tuner  # noqa: E402
-from autotune.worker import WorkerInfo  # noqa: E402
 
-#: the kernel file's own default config: the first config every search evaluates
-DEFAULT_CONFIG = dict(load_kernel_file(ROOT / "examples" / "gemm_fp8.py").kernel.default_config)
-
-
-class ReplayWorker:
-    """Stands in for ``autotune.worker.Worker``: answers from a recorded landscape instead of a GPU."""
-
-    def __init__(self, landscape: dict[str, Any], space: Space):
-        self.times = {config_hash(space.normalize(c["config"])): c for c in landscape["configs"]}
-        shape = landscape["shape"]
-        self.info = WorkerInfo(
-            meta={
-                "name": "gemm_fp8_replay",
-                "path": "replay",
-                "source_hash": "replay",
-                "space": space.to_dict(),
-                "space_source": space.source,
-                "default_config": DEFAULT_CONFIG,
-                "default_shapes": [shape],
-                "shape_params": ["M", "N", "K"],
-                "dtypes": {"a": "float8_e4m3fn", "out": "bfloat16"},
-            },
-            facts=DEVICE_PRESETS["h200"],
-            env={
-                "device_kind": "cuda",
-                "gpu_name": landscape["gpu"],
-                "cc": "9.0",
-                "sm_count": 132,
-                "driver": "replay",
-                "cuda": "replay",
-                "torch": "replay",
-                "triton": "3.6.0",
-                "hostname": "replay",
-            },
-            device="cuda:0",
-        )
-        self.flops = 2 * shape["M"] * shape["N"] * shape["K"]
-
-    def start(self) -> WorkerInfo:
-        return self.info
-
-    def evaluate(self, config: dict[str, Any], shape: dict[str, int], **_: Any) -> TrialResult:
-        rec = self.times.get(config_hash(config))
-        if rec is None or rec["status"] != "ok":
-            return TrialResult(TrialStatus.LAUNCH_FAILED, config, error="not in the landscape")
-        t = rec["time_s"]
-        return TrialResult(TrialStatus.OK, config, time_s=t, tflops=self.flops / t / 1e12, worker="replay")
-
-    def close(self) -> None:
-        pass
+#: the space the landscapes were recorded with (wave 1), and its kernel's default config at the time
+SPACE_FILE = ROOT / "bench" / "landscapes" / "gemm_fp8_wave1.yaml"
+DEFAULT_CONFIG = {
+    "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8,
+    "num_stages": 3, "num_warps": 8, "USE_TMA": False, "SPLIT_K": 1,
+}  # fmt: skip
 
 
-def replay(
-    landscape: dict[str, Any], space: Space, sampler: str, budget: int, seed: int, db: str
-) -> dict[str, Any]:
-    settings = SearchSettings(trials=budget, sampler=sampler, seed=seed, device="cuda")
+def load(path: Path, space: Space) -> Landscape:
+    return Landscape.from_files(
+        [path], space=space, default_config=DEFAULT_CONFIG, facts=DEVICE_PRESETS["h200"]
+    )
+
+
+def replay(land: Landscape, strategy: str, budget: int, seed: int, db: str) -> dict[str, Any]:
+    settings = SearchSettings(trials=budget, strategy=strategy, seed=seed, devices="sim:0", compile_workers=0)
+    info = WorkerInfo(land.meta, land.facts, land.env, "sim:0", 1)
     with Store(db) as store:
         store.upgrade()
-        tuner = Tuner("replay", store, settings)
-        tuner.worker = ReplayWorker(landscape, space)
-        tuner.start()
-        report = tuner.search_shape(dict(landscape["shape"]))
+        with Tuner("replay", store, settings, backend=SimulatedBackend(info, land.answer)) as tuner:
+            tuner.start()
+            report = tuner.search_shape(dict(land.meta.default_shapes[0]))
     return {
         "best_s": report.best.time_s,
         "evaluations": report.evaluations,
@@ -106,23 +65,24 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--budgets", default="10,20,40")
-    ap.add_argument("--samplers", default="tpe,random")
+    ap.add_argument("--strategies", default="tpe,random")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "replay.json"))
     args = ap.parse_args()
     logging.getLogger("autotune").setLevel(logging.ERROR)
-    space = Space.from_yaml(ROOT / "search_spaces" / "gemm_fp8.yaml")
+    space = Space.from_yaml(SPACE_FILE)
     results = []
     t0 = time.time()
     for path in sorted((ROOT / "bench" / "landscapes").glob("gemm_fp8_*.json")):
-        land = json.loads(path.read_text())
-        best = min(c["time_s"] for c in land["configs"] if c["status"] == "ok")
-        key = f"{land['shape']['M']}x{land['shape']['N']}x{land['shape']['K']}"
-        for sampler in args.samplers.split(","):
+        doc = json.loads(path.read_text())
+        land = load(path, space)
+        best = min(c["time_s"] for c in doc["configs"] if c["status"] == "ok")
+        key = f"{doc['shape']['M']}x{doc['shape']['N']}x{doc['shape']['K']}"
+        for sampler in args.strategies.split(","):
             for budget in (int(b) for b in args.budgets.split(",")):
                 regrets = []
                 for seed in range(args.seeds):
                     with tempfile.TemporaryDirectory() as tmp:
-                        r = replay(land, space, sampler, budget, seed, f"sqlite:///{tmp}/replay.db")
+                        r = replay(land, sampler, budget, seed, f"sqlite:///{tmp}/replay.db")
                     regrets.append(r["best_s"] / best - 1)
                 results.append(
                     {

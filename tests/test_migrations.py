@@ -173,3 +173,39 @@ def test_wheel_ships_migrations(tmp_path):
         pkg_file.startswith(str(venv)) and mig_dir.startswith(str(venv)) and mig_dir.endswith("_migrations")
     )
     assert result.startswith("(None, '") and (run_dir / "x.db").is_file()
+
+
+def test_upgrade_from_a_database_written_by_0001(tmp_path):
+    """tests/data/db/autotune_0001.db was written by a real search with schema 0001 (wave 1): 0002 adds
+    claims (backfilled as done for every evaluated config), keeps every row, and the result is the models'."""
+    import sqlite3
+
+    from autotune.errors import SchemaOutOfDateError
+    from autotune.store import ClaimState, Owner
+    from autotune.trial import config_hash
+
+    db = tmp_path / "old.db"
+    shutil.copy(REPO / "tests" / "data" / "db" / "autotune_0001.db", db)
+    with sqlite3.connect(db) as conn:
+        trials_before = conn.execute("SELECT id, config, status, time_s FROM autotune_trials ORDER BY id").fetchall()
+        best_before = conn.execute("SELECT key_id, trial_id, config FROM autotune_best_configs").fetchall()
+    assert trials_before and best_before
+    store = Store(f"sqlite:///{db}")
+    with pytest.raises(SchemaOutOfDateError, match="autotune db upgrade"):
+        store.check_schema()
+    assert store.upgrade() == ("0001", "0002")
+    store.check_schema()
+    assert schema_diffs(store) == []
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT id, config, status, time_s FROM autotune_trials ORDER BY id").fetchall() == (
+            trials_before
+        )
+        assert conn.execute("SELECT key_id, trial_id, config FROM autotune_best_configs").fetchall() == best_before
+    key_id = store.summary()[0]["key_id"]
+    stored = store.trials(key_id)
+    # every evaluated config is claimed done: a search on the upgraded database never re-measures it
+    for t in stored:
+        claim = store.claim(key_id, config_hash(t.config), Owner(), lease_s=30)
+        assert claim.state is ClaimState.DONE
+    assert store.best("matmul_cpu")[0].trial_id == best_before[0][1]
+    store.close()

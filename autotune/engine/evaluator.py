@@ -57,10 +57,9 @@ class ProcessBackend:
         return Worker(self.kernel_path, device, self.options)
 
     def compiler(self) -> Evaluator:
-        # Compile-only workers see no GPU: compiling needs none (Triton targets the device from its
-        # arch), and they must not take memory or a context on the GPUs being timed.
-        opts = EvalOptions(**{**self.options.__dict__, "env": {**self.options.env}})
-        return Worker(self.kernel_path, "", opts)
+        # Compile-only workers run on the default device: a kernel file compiles for the inputs it builds
+        # there (Triton needs the target GPU's arch); they never time anything.
+        return Worker(self.kernel_path, "", self.options)
 
 
 # ------------------------------------------------------------------------------------------- simulation

@@ -84,19 +84,21 @@ class Pipeline:
         """Start the timing evaluators (in parallel: each imports torch and the kernel file) and the
         threads; ``started`` gives infos of timers the caller already started."""
         started = dict(started or {})
+        # The compile pool starts first, in its own threads (each worker imports torch and the kernel
+        # file): its start-up overlaps the timing workers' instead of following it.
+        for _ in range(self.compile_workers):
+            t = threading.Thread(target=self._compile_loop, daemon=True, name="compiler")
+            t.start()
+            self._threads.append(t)
         todo = [i for i in range(len(self.timers)) if i not in started]
         if todo:
             with ThreadPoolExecutor(len(todo)) as ex:
-                for i, info in zip(todo, ex.map(lambda i: self.timers[i].start(), todo), strict=False):
+                for i, info in zip(todo, ex.map(lambda i: self.timers[i].start(), todo), strict=True):
                     started[i] = info
         infos = [started[i] for i in range(len(self.timers))]
-        for ev, info in zip(self.timers, infos, strict=False):
+        for ev, info in zip(self.timers, infos, strict=True):
             self.stats[info.device] = DeviceStats(info.device)
             t = threading.Thread(target=self._time_loop, args=(ev, info.device), daemon=True, name="timer")
-            t.start()
-            self._threads.append(t)
-        for _ in range(self.compile_workers):
-            t = threading.Thread(target=self._compile_loop, daemon=True, name="compiler")
             t.start()
             self._threads.append(t)
         return infos

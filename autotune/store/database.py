@@ -6,7 +6,9 @@ through ``_create_scoped_session``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +17,7 @@ from urllib.parse import quote
 
 from sqlalchemy import URL, create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..errors import DatabaseUnreachableError, StoreError
@@ -58,6 +60,9 @@ class Database:
         db = sa_url.database if self.is_sqlite else None
         #: the SQLite file, None for Postgres or an in-memory database
         self.sqlite_path: str | None = db if db and db != ":memory:" and not db.startswith("file:") else None
+        #: serializes this process's SQLite writers (our sessions, the Optuna study writer): waiting here
+        #: wakes at once, where SQLite's busy handler sleeps 1, 2, 5, 10 ms... per retry
+        self.write_lock: Any = threading.RLock() if self.is_sqlite else contextlib.nullcontext()
         try:
             self.engine: Engine = self._create_engine(sa_url)
             _engines.add(self.engine)
@@ -158,8 +163,13 @@ class Database:
         if isinstance(e, StoreError):
             return e
         reason = self._scrub(first_line(e.orig if isinstance(e, DBAPIError) and e.orig is not None else e))
-        if isinstance(e, OSError) or (
-            isinstance(e, DBAPIError) and (e.statement is None or e.connection_invalidated)
+        if (
+            isinstance(e, OSError)
+            or (
+                isinstance(e, (OperationalError, InterfaceError))
+                and (e.statement is None or e.connection_invalidated)
+            )
+            or (isinstance(e, DBAPIError) and e.connection_invalidated)
         ):
             # no statement, or the connection dropped under one: the database is not there
             return DatabaseUnreachableError(
@@ -189,7 +199,7 @@ class Database:
             raise StoreError(f"database {self.masked_url} is open read-only")
         session = Session(self.engine, expire_on_commit=False)
         try:
-            with self.guard():
+            with self.write_lock if write else contextlib.nullcontext(), self.guard():
                 try:
                     if write:
                         session.connection(execution_options={WRITE: True})

@@ -133,6 +133,7 @@ class SchemaManager(Database):
                 with (
                     self.guard(diagnose=False),
                     self.engine.connect() as conn,
+                    self._sqlite_fk_off(conn),
                     conn.execution_options(**{WRITE: True}).begin(),
                 ):
                     before = current_revision(conn)
@@ -141,11 +142,29 @@ class SchemaManager(Database):
                     cfg.attributes["connection"] = conn
                     command.upgrade(cfg, "head")
                     after = current_revision(conn)
+                    if self.is_sqlite:
+                        bad = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                        if bad:
+                            raise StoreError(f"migrating {self.masked_url} broke {len(bad)} references")
                 # after our commit: on SQLite, Optuna's own connections would wait on our write lock
                 self._upgrade_optuna()
             except util.CommandError as e:
                 raise StoreError(f"cannot upgrade database {self.masked_url}: {self._scrub(str(e))}") from e
         return before, after or head_revision()
+
+    @contextmanager
+    def _sqlite_fk_off(self, conn: Any) -> Iterator[None]:
+        """SQLite's batch migrations copy and drop tables that others reference: foreign keys must be off
+        (Alembic's documented advice), and that pragma only works outside a transaction."""
+        if not self.is_sqlite:
+            yield
+            return
+        raw = conn.connection.dbapi_connection
+        raw.execute("PRAGMA foreign_keys=OFF")
+        try:
+            yield
+        finally:
+            raw.execute("PRAGMA foreign_keys=ON")
 
     def optuna_storage(self) -> Any:
         """Optuna's ``RDBStorage`` on this database, opened under the migration lock: its constructor

@@ -36,19 +36,35 @@ class TrialQueries(Database):
     ) -> int:
         """Store one result and, in the same transaction, mark its (key, config) claim done (creating it
         when none was taken); returns the trial's id. Invalid configs take no claim: they never run."""
-        row = trial_row(
-            key_id,
-            result,
-            optuna_trial_number=optuna_trial_number,
-            started_at=utc(started_at),
-            finished_at=utc(finished_at) or utcnow(),
-        )
+        return self.record_trials(
+            key_id, [(result, started_at, finished_at)], optuna_trial_number=optuna_trial_number
+        )[0]
+
+    def record_trials(
+        self,
+        key_id: int,
+        items: list[tuple[TrialResult, datetime | None, datetime | None]],
+        *,
+        optuna_trial_number: int | None = None,
+    ) -> list[int]:
+        """``record_trial`` for several (result, started_at, finished_at) in one transaction."""
+        rows = [
+            trial_row(
+                key_id,
+                result,
+                optuna_trial_number=optuna_trial_number,
+                started_at=utc(started),
+                finished_at=utc(finished) or utcnow(),
+            )
+            for result, started, finished in items
+        ]
         with self.session(write=True) as s:
-            s.add(row)
+            s.add_all(rows)
             s.flush()
-            if row.status != TrialStatus.INVALID.value:
-                self._complete_claim(s, key_id, row)
-            return row.id
+            for row in rows:
+                if row.status != TrialStatus.INVALID.value:
+                    self._complete_claim(s, key_id, row)
+            return [row.id for row in rows]
 
     def _complete_claim(self, s: Any, key_id: int, row: TrialRow) -> None:
         """Overridden by the claims layer (ClaimQueries)."""
