@@ -82,9 +82,28 @@ def _store(db: str | None, *, readonly: bool = False, create: bool = False):
             # A database without our schema is created in place (under the migration lock); one with an
             # older schema is never migrated implicitly: check_schema says to run `autotune db upgrade`.
             store.upgrade()
-            err.print(f"initialized a new autotune database at {store.masked_url}", highlight=False)
     store.check_schema()
     return store
+
+
+def _is_new_db(store) -> bool:
+    """No autotune schema yet (a missing SQLite file, or an empty database): search creates it."""
+    if store.sqlite_path and not os.path.exists(store.sqlite_path):
+        return True
+    return store.schema_status()[0] is None
+
+
+def _discard_new_sqlite(created, store) -> None:
+    try:
+        created.result()
+    except Exception:
+        pass
+    if store.sqlite_path:
+        for suffix in ("", "-wal", "-shm", ".lock"):
+            try:
+                os.remove(store.sqlite_path + suffix)
+            except OSError:
+                pass
 
 
 def _fmt_time(t: float | None) -> str:
@@ -199,11 +218,23 @@ def search(
         progress.update(tasks[format_shape(ev.shape)], completed=ev.evaluations, total=ev.budget, best=best)
 
     reports = []
-    with Tuner(str(file), None, settings, on_event=on_event) as tuner:
-        info = tuner.start()
-        resolved = tuner.resolve_shapes(shapes)
-        # Everything the user gave is valid: only now is the database written to.
-        tuner.store = _store(db, create=True)
+    from concurrent.futures import ThreadPoolExecutor
+
+    new_db = _is_new_db(store)
+    with Tuner(str(file), None, settings, on_event=on_event) as tuner, ThreadPoolExecutor(1) as ex:
+        # A new database is created while the workers start (both take seconds); if the kernel file turns
+        # out bad, the new (empty) SQLite file is removed again: bad input leaves nothing behind.
+        created = ex.submit(_store, db, create=True) if new_db else None
+        try:
+            info = tuner.start()
+            resolved = tuner.resolve_shapes(shapes)
+        except BaseException:
+            if created is not None:
+                _discard_new_sqlite(created, store)
+            raise
+        tuner.store = created.result() if created is not None else Store(db)
+        if new_db:
+            err.print(f"initialized a new autotune database at {store.masked_url}", highlight=False)
         devs = ", ".join(i.device for i in tuner.infos)
         err.print(
             f"kernel {info.meta.name} on {info.env['gpu_name']} ({devs}); {len(resolved)} shape(s); "

@@ -143,25 +143,28 @@ class Tuner:
         compile pool. GPUs of different models would need different keys: refused."""
         s = self.settings
         devices = parse_devices(s.devices)
-        first = self.backend.timer("" if devices in ((), ALL) else str(devices[0]))
-        info = first.start()
-        timers, started = [first], {0: info}
-        if devices == ALL:
-            if info.device_count < 1 or not info.device.startswith("cuda"):
-                first.close()
-                raise SettingsError("--devices all: this machine's torch sees no CUDA GPU")
-            first.device = "cuda:0"
-            started = {0: WorkerInfo(info.meta, info.facts, info.env, "cuda:0", info.device_count)}
-            timers += [self.backend.timer(f"cuda:{i}") for i in range(1, info.device_count)]
-        elif len(devices) > 1:
-            timers += [self.backend.timer(str(d)) for d in devices[1:]]
+        # The compile pool starts before the first timing worker, so their start-ups (torch, Triton and
+        # the kernel file's imports: seconds each) overlap. Automatic size: cores - 1 beside GPUs; none
+        # beside a CPU timing worker, whose measurements compiling processes would disturb.
         workers = s.compile_workers
         if workers is None:
-            # Auto: cores - 1 beside GPUs; none beside a CPU timing worker, whose measurements compiling
-            # processes would disturb (it compiles for itself).
-            workers = default_compile_workers() if info.device.startswith("cuda") else 0
-        self.pipeline = Pipeline.with_timers(self.backend, timers, workers)
+            wants_gpu = devices == ALL or any(d.is_cuda for d in devices) or (not devices and _gpu_present())
+            workers = default_compile_workers() if wants_gpu else 0
+        self.pipeline = Pipeline(self.backend, [], workers)
+        self.pipeline.start_compilers()
         try:
+            first = self.backend.timer("" if devices in ((), ALL) else str(devices[0]))
+            self.pipeline.timers.append(first)
+            info = first.start()
+            started = {0: info}
+            if devices == ALL:
+                if info.device_count < 1 or not info.device.startswith("cuda"):
+                    raise SettingsError("--devices all: this machine's torch sees no CUDA GPU")
+                first.device = "cuda:0"
+                started = {0: WorkerInfo(info.meta, info.facts, info.env, "cuda:0", info.device_count)}
+                self.pipeline.timers += [self.backend.timer(f"cuda:{i}") for i in range(1, info.device_count)]
+            elif len(devices) > 1:
+                self.pipeline.timers += [self.backend.timer(str(d)) for d in devices[1:]]
             self.infos = self.pipeline.start(started)
         except BaseException:
             self.pipeline.close()
@@ -279,14 +282,13 @@ class _ShapeRun:
     # -- what the store knows
 
     def seed_from_store(self, writer: Any) -> None:
-        """Learn every stored result of the key; adopt into the Optuna study the trials that no live
-        process will write there (their owner was killed before its last batch)."""
+        """Learn every stored result of the key; hand the Optuna study writer the trials that no live
+        process will write there (it skips those the study already holds)."""
         stored = self.store.trials_since(self.key.id, 0)
-        missing = {i for i, _ in stored} - writer.known_ids
-        settled = self.store.settled_trials(self.key.id, older_than_s=_ADOPT_AFTER_S) if missing else set()
+        settled = self.store.settled_trials(self.key.id, older_than_s=_ADOPT_AFTER_S) if stored else set()
         for trial_id, res in stored:
             self._learn(trial_id, res)
-            if trial_id in missing & settled:
+            if trial_id in settled:
                 writer.add(trial_id, res)
 
     def _learn(self, trial_id: int, res: TrialResult) -> None:
@@ -471,6 +473,14 @@ class _ShapeRun:
         for st in self.pipeline.stats.values():
             st.spans.clear()  # per shape
         return r
+
+
+def _gpu_present() -> bool:
+    """Whether this machine has an NVIDIA GPU, without importing torch or initializing CUDA (the
+    orchestrator never does): the driver's control device exists."""
+    import os
+
+    return os.path.exists("/dev/nvidiactl")
 
 
 def _load_configs(path: str, space: Space, facts: dict[str, int]) -> list[dict[str, Any]]:

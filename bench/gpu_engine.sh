@@ -13,18 +13,23 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .
 export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 K=examples/gemm_fp8.py
+ONLY=${ONLY:-"a b d e tests sim"}
+want() { [[ " $ONLY " == *" $1 "* ]]; }
 at() { python3 -m autotune "$@"; }
 stamp() { python3 -c "import time; print(time.time())"; }
 since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 2))" "$1"; }
 cold() { export TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX); }
 
 # (a) + (c)
+if want a; then
 cold; t0=$(stamp)
 at search $K --shape M=4096,N=4096,K=7168 --strategy exhaustive --trials 5000 --db "$OUT/a.db" \
    --json "$OUT/a.json" > "$OUT/a.log" 2>&1; rc=$?
 echo "a rc=$rc wall_s=$(since $t0)" | tee "$OUT/a.time"
 tail -6 "$OUT/a.log"
+fi
 
+if want b; then
 # (b) @triton.autotune first (it writes the config list), then autotune search on exactly that list.
 # SKIP_TRITON=1 reuses a list from an earlier run (bench/results/engine_b_configs.json).
 if [ -z "${SKIP_TRITON:-}" ]; then
@@ -40,8 +45,10 @@ at search $K --shape M=4096,N=4096,K=7168 --configs "$OUT/b_configs.json" --tria
    --json "$OUT/b.json" > "$OUT/b.log" 2>&1; rc=$?
 echo "b autotune rc=$rc wall_s=$(since $t0)" | tee "$OUT/b.time"
 tail -5 "$OUT/b.log"
+fi
 
 # (d)
+if want d; then
 cold; t0=$(stamp)
 at search $K --shape M=2048,N=2112,K=7168 --trials 40 --seed 0 --db "$OUT/d.db" --json "$OUT/d.json" \
    > "$OUT/d.log" 2>&1; rc=$?
@@ -51,8 +58,10 @@ cold; t0=$(stamp)
 at search $K --shape M=2048,N=2112,K=7168 --trials 40 --seed 0 --devices all --db "$OUT/d_all.db" \
    --json "$OUT/d_all.json" > "$OUT/d_all.log" 2>&1; rc=$?
 echo "d_all rc=$rc wall_s=$(since $t0)" | tee "$OUT/d_all.time"
+fi
 
 # (e) 4 processes, one GPU, one SQLite file, one study
+if want e; then
 cold; t0=$(stamp)
 for i in 0 1 2 3; do
   at search $K --shape M=1024,N=4096,K=512 --strategy random --trials 30 --seed $i --compile-workers 3 \
@@ -69,10 +78,13 @@ ran = [t for t in trials if t.status.value != "invalid"]
 print(f"e: processes=4 trials={len(trials)} measured={len(ran)} duplicates={s.duplicate_measurements()} "
       f"running_claims={len(s.running_claims(key['key_id']))} best={s.best('gemm_fp8')[0].time_s*1e6:.2f}us")
 PY
-python3 -m pytest -q -m gpu tests/ -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"; tail -2 "$OUT/gpu_tests.log"
+fi
+want tests && python3 -m pytest -q -m gpu tests/ -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"; tail -2 "$OUT/gpu_tests.log"
 # the pipeline's scaling on this host's CPUs, simulated devices (no GPU involved)
+if want sim; then
 python3 bench/sim_pipeline.py --devices 1,4,8 --strategies exhaustive --out "$OUT/sim_pipeline.json" > "$OUT/sim.log" 2>&1
 tail -5 "$OUT/sim.log"
+fi
 
 python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
 import json, sys, pathlib

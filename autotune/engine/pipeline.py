@@ -70,26 +70,26 @@ class Pipeline:
         self._stopping = threading.Event()
         self.stats: dict[str, DeviceStats] = {}
         self.in_flight = 0
-
-    @classmethod
-    def with_timers(cls, backend: Backend, timers: list[Evaluator], compile_workers: int) -> Pipeline:
-        """A pipeline over timing evaluators already made (and possibly started)."""
-        self = cls(backend, [], compile_workers)
-        self.timers = list(timers)
-        return self
+        self._compilers_started = False
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, started: dict[int, WorkerInfo] | None = None) -> list[WorkerInfo]:
-        """Start the timing evaluators (in parallel: each imports torch and the kernel file) and the
-        threads; ``started`` gives infos of timers the caller already started."""
-        started = dict(started or {})
-        # The compile pool starts first, in its own threads (each worker imports torch and the kernel
-        # file): its start-up overlaps the timing workers' instead of following it.
+    def start_compilers(self) -> None:
+        """Start the compile pool's threads (each starts its worker process: torch and the kernel file's
+        imports). Called before the timing workers start, so both start-ups overlap. Idempotent."""
+        if self._compilers_started:
+            return
+        self._compilers_started = True
         for _ in range(self.compile_workers):
             t = threading.Thread(target=self._compile_loop, daemon=True, name="compiler")
             t.start()
             self._threads.append(t)
+
+    def start(self, started: dict[int, WorkerInfo] | None = None) -> list[WorkerInfo]:
+        """Start the compile pool and the timing evaluators (in parallel) and their threads; ``started``
+        gives infos of timers the caller already started."""
+        started = dict(started or {})
+        self.start_compilers()
         todo = [i for i in range(len(self.timers)) if i not in started]
         if todo:
             with ThreadPoolExecutor(len(todo)) as ex:
@@ -104,17 +104,24 @@ class Pipeline:
         return infos
 
     def close(self) -> None:
-        """Stop every thread and evaluator (kills worker processes still busy)."""
+        """Stop every thread and evaluator (kills worker processes still busy). The evaluators close in
+        parallel: each waits for its process to exit, and 16 closing one by one took seconds."""
         self._stopping.set()
         for _ in range(self.compile_workers):
             self._compile_q.put(None)
         for _ in self.timers:
             self._timing_q.put(None)
-        for ev in [*self.timers, *self._compilers]:
+
+        def close(ev: Evaluator) -> None:
             try:
                 ev.close()
             except Exception:  # closing must never hide the error that ended the search
                 log.debug("closing an evaluator failed", exc_info=True)
+
+        evaluators = [*self.timers, *self._compilers]
+        if evaluators:
+            with ThreadPoolExecutor(len(evaluators)) as ex:
+                list(ex.map(close, evaluators))
         for t in self._threads:
             t.join(timeout=10)
 
