@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import AutotuneError, NotFoundError, SettingsError
+from .errors import AutotuneError, DatabaseUnreachableError, NotFoundError, SettingsError
 
 app = typer.Typer(
     add_completion=False,
@@ -246,7 +246,12 @@ def search(
             for s in resolved:
                 key = format_shape(s)
                 tasks[key] = progress.add_task(key, total=settings.trials, best="")
-                report = tuner.search_shape(s)
+                try:
+                    report = tuner.search_shape(s)
+                except DatabaseUnreachableError as e:
+                    raise DatabaseUnreachableError(
+                        f"{e}; every finished trial is stored: rerun the same command to resume"
+                    ) from None
                 progress.update(tasks[key], completed=report.evaluations, total=max(report.evaluations, 1))
                 reports.append(report)
     _print_reports(reports, info.meta.name)
@@ -431,13 +436,19 @@ def check(
     ] = True,
 ) -> None:
     """Conformance check of a kernel file: declarations, space, inputs, default config vs reference, timing."""
-    from .conformance import check_kernel_file
+    from .conformance import check_kernel_file_isolated
+    from .settings import SearchSettings
     from .shapes import parse_shape
 
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
-    results = check_kernel_file(
-        file, device=device or "", shape=parse_shape(shape) if shape else None, time_it=time_it
+    limits = SearchSettings()
+    results = check_kernel_file_isolated(
+        file,
+        device=device or "",
+        shape=parse_shape(shape) if shape else None,
+        time_it=time_it,
+        timeout_s=limits.start_timeout_s + limits.run_timeout_s,
     )
     failed = 0
     for r in results:

@@ -1,5 +1,6 @@
 """Conformance check of a kernel file against the contract: ``autotune check FILE`` or, in a test suite,
-``assert_conforms(path)``. Runs in the calling process (it is a kernel author's tool, not the tuner)."""
+``assert_conforms(path)``. ``check_kernel_file`` runs in the calling process (for test suites);
+``autotune check`` runs it in a spawn-ed process (``check_kernel_file_isolated``), as search and bench do."""
 
 from __future__ import annotations
 
@@ -156,3 +157,55 @@ def assert_conforms(
     """For a kernel author's test suite: fail with every failed check listed."""
     failed = [c for c in check_kernel_file(path, device, shape, time_it) if not c.ok]
     assert not failed, "; ".join(f"{c.name}: {c.detail}" for c in failed)
+
+
+def _check_child(conn: Any, path: str, device: str, shape: Shape | None, time_it: bool) -> None:
+    try:
+        conn.send(("ok", check_kernel_file(path, device, shape, time_it)))
+    except BaseException as exc:  # a bug of ours: still one line for the user
+        conn.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
+
+
+def check_kernel_file_isolated(
+    path: str | os.PathLike[str],
+    device: str = "",
+    shape: Shape | None = None,
+    time_it: bool = True,
+    *,
+    timeout_s: float,
+) -> list[Check]:
+    """``check_kernel_file`` in a spawn-ed process, as ``search`` and ``bench`` load kernel files: a file
+    that exits, crashes or hangs at import (or anywhere in the check) gives one clear error instead of
+    taking the command down with it or hanging it."""
+    import multiprocessing as mp
+
+    from .engine.worker import _signal_name
+    from .errors import KernelFileError
+
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_check_child, args=(child, str(path), device, shape, time_it), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(timeout_s):
+            raise KernelFileError(
+                f"{path}: the check did not finish within {timeout_s:.0f} s (AUTOTUNE_START_TIMEOUT + "
+                "AUTOTUNE_RUN_TIMEOUT); does the kernel file hang at import or in a launch?"
+            )
+        try:
+            kind, payload = parent.recv()
+        except (EOFError, OSError):
+            proc.join(timeout=5)
+            raise KernelFileError(
+                f"{path}: the process checking the kernel file {_signal_name(proc.exitcode)} "
+                "(does the file exit or crash at import?)"
+            ) from None
+        if kind == "error":
+            raise KernelFileError(f"{path}: the check failed: {payload}")
+        return payload
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=10)
+        parent.close()

@@ -44,6 +44,11 @@ log = logging.getLogger("autotune.tuner")
 _MAX_STALE = 25
 #: how often the loop reads what other processes stored for the shape
 _REFRESH_S = 2.0
+#: adaptive run timeout: a candidate may take this many times the default config's device time for the calls
+#: of one evaluation (the check, a warm-up and two profiled rounds of --num-tests), never less than the floor
+#: (the profiler's start-up in a fresh worker takes about a second), nor more than --run-timeout
+_RUN_TIMEOUT_FACTOR = 100.0
+_RUN_TIMEOUT_FLOOR_S = 10.0
 #: a stored trial missing from the Optuna study is adopted by a new search after this long (its writer
 #: flushes every 2 s), or at once when its process is known dead
 _ADOPT_AFTER_S = 60.0
@@ -193,11 +198,13 @@ class Tuner:
 
         run = _ShapeRun(self, shape)
         writer = StudyWriter(self.store, run.key.study_name, run.space)
+        failed = False
         try:
             with LeaseKeeper(self.store, self.owner, self.settings.lease_s):
                 run.seed_from_store(writer)
                 run.loop(writer)
         except BaseException:
+            failed = True
             # Interrupted or failed: hand unfinished claims back at once (others need not wait for the lease).
             try:
                 self.store.release_claims(self.owner)
@@ -205,7 +212,7 @@ class Tuner:
                 log.debug("releasing claims failed", exc_info=True)
             raise
         finally:
-            writer.close()
+            writer.close(quiet=failed)
         return run.finish()
 
 
@@ -278,6 +285,8 @@ class _ShapeRun:
         self.loop_s = 0.0
         self.finished = 0
         self.started_at: dict[str, datetime] = {}
+        # until this shape's default config has run, candidates get the fixed bound
+        self.pipeline.set_run_timeout(self.s.run_timeout_s)
 
     # -- what the store knows
 
@@ -453,6 +462,10 @@ class _ShapeRun:
             self.report.statuses[res.status.value] += 1
             self.finished += 1
             self._note_best(res)
+            if res.status is TrialStatus.OK and self.default is not None and res.config == self.default:
+                calls = 2 * self.s.num_tests + 4
+                adapted = max(_RUN_TIMEOUT_FLOOR_S, _RUN_TIMEOUT_FACTOR * (res.time_s or 0.0) * calls)
+                self.pipeline.set_run_timeout(min(self.s.run_timeout_s, adapted))
             if self.t.on_event is not None:
                 self.t.on_event(
                     TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)

@@ -63,7 +63,9 @@ def test_renew_keeps_a_claim_and_release_hands_it_back(store):
 
 def test_dead_process_on_this_host_is_taken_over_at_once(store):
     key = ensure(store)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     ghost = Owner(pid=int(dead.stdout))
     assert store.claim(key.id, "h", ghost, lease_s=3600).state is ClaimState.CLAIMED
     me = Owner()

@@ -187,7 +187,9 @@ def test_upgrade_from_a_database_written_by_0001(tmp_path):
     db = tmp_path / "old.db"
     shutil.copy(REPO / "tests" / "data" / "db" / "autotune_0001.db", db)
     with sqlite3.connect(db) as conn:
-        trials_before = conn.execute("SELECT id, config, status, time_s FROM autotune_trials ORDER BY id").fetchall()
+        trials_before = conn.execute(
+            "SELECT id, config, status, time_s FROM autotune_trials ORDER BY id"
+        ).fetchall()
         best_before = conn.execute("SELECT key_id, trial_id, config FROM autotune_best_configs").fetchall()
     assert trials_before and best_before
     store = Store(f"sqlite:///{db}")
@@ -197,10 +199,13 @@ def test_upgrade_from_a_database_written_by_0001(tmp_path):
     store.check_schema()
     assert schema_diffs(store) == []
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT id, config, status, time_s FROM autotune_trials ORDER BY id").fetchall() == (
-            trials_before
+        assert conn.execute(
+            "SELECT id, config, status, time_s FROM autotune_trials ORDER BY id"
+        ).fetchall() == (trials_before)
+        assert (
+            conn.execute("SELECT key_id, trial_id, config FROM autotune_best_configs").fetchall()
+            == best_before
         )
-        assert conn.execute("SELECT key_id, trial_id, config FROM autotune_best_configs").fetchall() == best_before
     key_id = store.summary()[0]["key_id"]
     stored = store.trials(key_id)
     # every evaluated config is claimed done: a search on the upgraded database never re-measures it

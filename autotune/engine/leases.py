@@ -30,5 +30,5 @@ class LeaseKeeper:
             try:
                 self.store.renew_claims(self.owner, lease_s=self.lease_s)
                 self.renewals += 1
-            except Exception as e:  # an outage: the main loop reports it; keep trying while it lasts
-                log.warning("could not renew claim leases: %s", e)
+            except Exception as e:  # an outage: the main loop reports it (one line); keep trying meanwhile
+                log.debug("could not renew claim leases: %s", e)

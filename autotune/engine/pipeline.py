@@ -127,6 +127,14 @@ class Pipeline:
 
     # ------------------------------------------------------------------ flow
 
+    def set_run_timeout(self, seconds: float) -> None:
+        """The run timeout of the timing workers from now on (the tuner adapts it to the default config's
+        time: a hanging candidate should not cost the full fixed bound)."""
+        for ev in self.timers:
+            options = getattr(ev, "options", None)
+            if options is not None:
+                options.run_timeout_s = seconds
+
     def submit(self, candidate: Candidate) -> None:
         self.in_flight += 1
         (self._compile_q if self.compile_workers else self._timing_q).put(candidate)

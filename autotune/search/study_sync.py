@@ -106,8 +106,9 @@ class StudyWriter:
         self._sent.add(trial_id)
         self._q.put((trial_id, result.to_dict(), attrs))
 
-    def close(self, timeout_s: float = 600.0) -> None:
-        """Wait until every trial handed over is written (the study is complete when the search ends)."""
+    def close(self, timeout_s: float = 600.0, *, quiet: bool = False) -> None:
+        """Wait until every trial handed over is written (the study is complete when the search ends).
+        ``quiet``: the search already failed (e.g. the database went away): report nothing more."""
         self._q.put(None)
         try:
             self.written, self.errors = self._done.get(timeout=timeout_s)
@@ -118,5 +119,5 @@ class StudyWriter:
         self._proc.join(timeout=10)
         if self._proc.is_alive():
             self._proc.kill()
-        for e in self.errors[:3]:
+        for e in [] if quiet else self.errors[:3]:
             log.warning("Optuna study: %s", e)

@@ -1,0 +1,155 @@
+"""Fault matrix, engine rows (the hardening issue's table; the space rows are in test_faults_space.py, the
+lookup, masking and shape rows in test_faults_lookup.py): kernel files that exit or hang at import, a
+hanging candidate, the database going away mid-search, meaningless option values."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULTY = str(ROOT / "tests" / "kernels" / "faulty.py")
+TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
+
+
+def autotune(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+def test_check_on_a_file_that_exits_at_import(tmp_path):
+    f = tmp_path / "exits.py"
+    f.write_text("import os\nos._exit(7)\n")
+    line = one_error_line(autotune("check", str(f)))
+    assert "exited with code 7" in line
+
+
+def test_check_on_a_file_that_hangs_at_import(tmp_path):
+    f = tmp_path / "hangs.py"
+    f.write_text("import time\ntime.sleep(3600)\n")
+    t0 = time.monotonic()
+    line = one_error_line(
+        autotune(
+            "check", str(f), env={"AUTOTUNE_START_TIMEOUT": "3", "AUTOTUNE_RUN_TIMEOUT": "2"}, timeout=120
+        )
+    )
+    assert "did not finish within 5 s" in line and time.monotonic() - t0 < 60
+
+
+def test_search_on_a_file_that_hangs_at_import(tmp_path):
+    f = tmp_path / "hangs.py"
+    f.write_text("import time\ntime.sleep(3600)\n")
+    db = tmp_path / "h.db"
+    proc = autotune("search", str(f), "--device", "cpu", "--db", str(db), env={"AUTOTUNE_START_TIMEOUT": "3"})
+    line = one_error_line(proc)
+    assert "did not start within 3 s" in line and "AUTOTUNE_START_TIMEOUT" in line
+    assert not db.exists(), "a bad kernel file must leave no database behind"
+
+
+def test_a_hanging_candidate_costs_the_adapted_timeout_not_the_fixed_one(tmp_path):
+    """--run-timeout 120, but once the default config ran in well under a second, a hanging candidate is
+    stopped after the floor (10 s)."""
+    db = tmp_path / "f.db"
+    t0 = time.monotonic()
+    proc = autotune(
+        "search", FAULTY, "--device", "cpu", "--strategy", "exhaustive", "--trials", "20", "--num-tests", "3",
+        "--compile-timeout", "3", "--run-timeout", "120", "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    from autotune.store import Store
+
+    store = Store(f"sqlite:///{db}")
+    trials = {t.config["MODE"]: t for t in store.trials(store.summary()[0]["key_id"])}
+    hang = trials["hang_run"]
+    assert hang.status.value == "timeout" and "within 10 s" in hang.error, hang.error
+    assert time.monotonic() - t0 < 100  # the fixed bound alone would take 120 s
+
+
+def _pg_bin() -> str | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    return str(found[-1].parent) if found else None
+
+
+def _as_pg(*cmd: str) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else list(cmd)
+
+
+@pytest.mark.postgres
+def test_database_going_away_mid_search_is_one_line_and_a_rerun_resumes(tmp_path):
+    """A Postgres of our own (port 55441) stopped during a search: one line, exit 2; restarted, the same
+    command resumes with nothing lost and nothing measured twice."""
+    if _pg_bin() is None or shutil.which("runuser") is None and os.geteuid() == 0:
+        pytest.skip("no Postgres server binaries")
+    port = "55441"
+    env = {**os.environ, "AUTOTUNE_PG_PORT": port}
+    start = subprocess.run(
+        ["bash", ".ci/start-postgres.sh"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    assert start.returncode == 0, start.stderr
+    data = Path(os.environ.get("TMPDIR", "/tmp")) / f"autotune-pg-{port}" / "data"
+    pg_ctl = [*_as_pg(f"{_pg_bin()}/pg_ctl", "-D", str(data))]
+    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    cmd = [
+        sys.executable, "-m", "autotune", "search", TINY, "--device", "cpu", "--shape", "N=32",
+        "--strategy", "exhaustive", "--trials", "100", "--num-tests", "2", "--db", url,
+    ]  # fmt: skip
+    try:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "TINY_COMPILE_SLEEP": "0.4"},
+        )  # fmt: skip
+        from autotune.store import Store
+
+        store = Store(url)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                rows = store.summary()
+            except Exception:
+                continue
+            if rows and rows[0]["trials"] >= 3:
+                break
+        store.close()
+        subprocess.run([*pg_ctl, "-m", "fast", "-w", "stop"], check=True, capture_output=True)
+        _, stderr = proc.communicate(timeout=120)
+        lines = [x for x in stderr.splitlines() if x.strip() and "━" not in x and "kernel tiny" not in x]
+        errors = [x for x in lines if x.startswith("error:")]
+        assert proc.returncode == 2, stderr
+        assert len(errors) == 1 and "went away" in errors[0] and "rerun" in errors[0], stderr
+        assert "internal error" not in stderr and "Traceback" not in stderr
+        subprocess.run(
+            [*pg_ctl, "-l", str(data.parent / "server.log"), "-w", "start",
+             "-o", f"-h 127.0.0.1 -p {port} -k {data.parent} -c fsync=off"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        store = Store(url)
+        before = store.trials(store.summary()[0]["key_id"])
+        rerun = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert rerun.returncode == 0, rerun.stderr
+        after = store.trials(store.summary()[0]["key_id"])
+        assert after[: len(before)] == before, "a finished trial was lost"
+        assert store.duplicate_measurements() == 0 and len(after) == 24
+        store.close()
+    finally:
+        subprocess.run(["bash", ".ci/start-postgres.sh", "stop"], cwd=ROOT, env=env, capture_output=True)
