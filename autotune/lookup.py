@@ -374,12 +374,17 @@ def _known_revisions() -> frozenset[str]:
 
 def _read_export(path: str, kernel: str, device_name: str) -> list[BestRecord]:
     """Rows of a file written by ``autotune export``."""
-    from .records import EXPORT_FORMAT, BestRecord
+    from .records import EXPORT_FORMAT, EXPORT_VERSION, BestRecord
 
     with open(path) as f:
         data = json.load(f)
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
         raise ValueError(f"{path} is not a file written by `autotune export`")
+    if data.get("version") != EXPORT_VERSION:
+        raise ValueError(
+            f"{path} is export format version {data.get('version')!r:.20}; this autotune reads version "
+            f"{EXPORT_VERSION}: export it again with this autotune"
+        )
     records = [BestRecord.from_json(r) for r in data["records"]]
     return [r for r in records if r.kernel_name == kernel and r.device_name == device_name]
 

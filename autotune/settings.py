@@ -36,6 +36,8 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_FLUSH_BYTES": "bytes written to flush the L2 before each timed call (default 2x L2)",
     "AUTOTUNE_USE_NVIDIA_TOOLS": "1 under Nsight/Compute Sanitizer: the bench returns placeholders",
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
+    "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
+    "AUTOTUNE_LOOKUP_RETRY": "seconds best_config remembers a failed database before retrying (default 60)",
 }
 
 

@@ -294,3 +294,17 @@ def test_export_errors(store, tmp_path):
     proc = export(store.url, tmp_path / "best.json")
     assert proc.returncode == 1 and "nothing tuned" in proc.stderr
     assert not (tmp_path / "best.json").exists()
+
+
+def test_an_export_file_of_another_version_falls_back_with_a_warning(tmp_path, caplog):
+    import json as _json
+
+    from autotune import lookup as _lookup
+    from autotune.records import EXPORT_FORMAT, EXPORT_VERSION
+
+    f = tmp_path / "best.json"
+    f.write_text(_json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION + 1, "records": []}))
+    _lookup.clear_cache()
+    with caplog.at_level("WARNING"):
+        assert _lookup.best_config("k", M=1, default={"d": 1}, db=str(f), device="cpu") == {"d": 1}
+    assert "version" in caplog.text and "export it again" in caplog.text

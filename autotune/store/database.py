@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, Program
 from sqlalchemy.orm import Session
 
 from ..errors import DatabaseUnreachableError, StoreError
-from .urls import default_db_url, mask_url, normalize_db_url, url_secrets
+from .urls import default_db_url, mask_secrets, mask_url, normalize_db_url, url_secrets
 
 #: execution option that makes a SQLite transaction start with BEGIN IMMEDIATE (see _sqlite_events)
 WRITE = "autotune_write"
@@ -151,7 +151,7 @@ class Database:
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, "***")
-        return mask_url_text(text)
+        return mask_secrets(text)
 
     def _diagnose(self) -> StoreError | None:
         """A schema problem that explains a failed statement (overridden by the schema layer)."""
@@ -210,11 +210,3 @@ class Database:
                     raise
         finally:
             session.close()
-
-
-def mask_url_text(text: str) -> str:
-    """Mask URL passwords inside free text (driver messages may quote the URL)."""
-    from . import urls
-
-    masker = getattr(urls, "mask_secrets", None)
-    return masker(text) if masker is not None else text
