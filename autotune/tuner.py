@@ -329,7 +329,12 @@ class _ShapeRun:
         return self.report.evaluations < self.s.trials and time.monotonic() < self.deadline
 
     def _depth(self) -> int:
-        """Candidates in flight that keep every stage busy: each compiler one ahead, each device two."""
+        """Candidates in flight that keep every stage busy: each compiler one ahead, each device four (so
+        the pipeline is refilled in batches, one claim transaction per batch, before it runs dry)."""
+        return self.pipeline.compile_workers + 4 * len(self.pipeline.timers)
+
+    def _low_water(self) -> int:
+        """Refill when fewer than this are in flight: every compiler and device still has one queued."""
         return self.pipeline.compile_workers + 2 * len(self.pipeline.timers)
 
     def _unseen(self) -> dict[str, Any] | None:
@@ -427,7 +432,8 @@ class _ShapeRun:
         next_refresh = time.monotonic() + _REFRESH_S
         while True:
             t0 = time.monotonic()
-            self.fill(writer)
+            if len(self.in_flight) < self._low_water():
+                self.fill(writer)
             self.loop_s += time.monotonic() - t0
             if not self.in_flight:
                 break  # budget spent, or nothing left that nobody else holds

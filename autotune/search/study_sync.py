@@ -48,7 +48,7 @@ def _open_study(url: str, study_name: str) -> tuple[Any, Any, set[Any]]:
     return storage, study, {t.user_attrs.get("autotune_trial_id") for t in existing}
 
 
-def _writer_main(url: str, study_name: str, space_def: dict[str, Any], q: Any, done: Any) -> None:
+def _writer_main(url: str, study_name: str, space_def: dict[str, Any], q: Any, done: Any, lock: Any) -> None:
     from ..space import Space
     from .optuna_strategy import frozen_trial
 
@@ -89,9 +89,10 @@ class StudyWriter:
         ctx = mp.get_context("spawn")
         self._q = ctx.Queue()
         self._done = ctx.Queue()
+        lock = store.process_write_lock(ctx)
         self._proc = ctx.Process(
             target=_writer_main,
-            args=(store.url, study_name, space.to_dict(), self._q, self._done),
+            args=(store.url, study_name, space.to_dict(), self._q, self._done, lock),
             daemon=True,
             name="autotune-study-writer",
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,9 +59,9 @@ class Database:
         db = sa_url.database if self.is_sqlite else None
         #: the SQLite file, None for Postgres or an in-memory database
         self.sqlite_path: str | None = db if db and db != ":memory:" and not db.startswith("file:") else None
-        #: serializes this process's SQLite writers (our sessions, the Optuna study writer): waiting here
-        #: wakes at once, where SQLite's busy handler sleeps 1, 2, 5, 10 ms... per retry
-        self.write_lock: Any = threading.RLock() if self.is_sqlite else contextlib.nullcontext()
+        #: serializes the SQLite writers of this search (its sessions, its Optuna study writer process):
+        #: waiting on it wakes at once, where SQLite's busy handler sleeps 1, 2, 5, 10 ms... per retry
+        self.write_lock: Any = contextlib.nullcontext()
         try:
             self.engine: Engine = self._create_engine(sa_url)
             _engines.add(self.engine)
@@ -88,6 +87,15 @@ class Database:
     def close(self) -> None:
         """Close the pooled connections (the object stays usable: it reconnects on the next call)."""
         self.engine.dispose()
+
+    def process_write_lock(self, ctx: Any) -> Any:
+        """The write lock to share with a helper process writing to the same database (SQLite only; a
+        no-op context otherwise): from now on this Database's write sessions take it too."""
+        if not self.is_sqlite:
+            return contextlib.nullcontext()
+        if isinstance(self.write_lock, contextlib.nullcontext):
+            self.write_lock = ctx.RLock()
+        return self.write_lock
 
     def optuna_engine_kwargs(self) -> dict[str, Any]:
         """``engine_kwargs`` for Optuna's ``RDBStorage`` on this URL: the same busy timeout (SQLite;
