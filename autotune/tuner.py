@@ -183,6 +183,9 @@ class Tuner:
             )
         self.info = self.infos[0]
         self.space = Space.from_dict(self.info.meta.space, source=self.info.meta.space_source)
+        # A space nothing on this device satisfies is bad input: said now (bounded time), before the
+        # database is written to.
+        self.space.find_valid(self.info.facts)
         return self.info
 
     def resolve_shapes(self, shapes: list[dict[str, int]] | None) -> list[Shape]:

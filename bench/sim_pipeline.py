@@ -93,10 +93,19 @@ def main() -> None:
     ap.add_argument("--compile-ms", type=float, default=0.0)
     ap.add_argument("--compile-workers", type=int, default=1)
     ap.add_argument("--tpe-trials", type=int, default=200)
+    ap.add_argument(
+        "--no-study-writes",
+        action="store_true",
+        help="diagnostic: skip the Optuna study copy (shows what the study writes cost the loop)",
+    )
     ap.add_argument("--pg", default="", help="a Postgres server URL: each run gets a fresh database on it")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "sim_pipeline.json"))
     args = ap.parse_args()
     logging.getLogger("autotune").setLevel(logging.ERROR)
+    if args.no_study_writes:
+        from autotune.search.study_sync import StudyWriter
+
+        StudyWriter.add = lambda self, *a, **k: None  # type: ignore[method-assign]
     space = Space.from_yaml(SPACE_FILE)
     land = load(sorted((ROOT / "bench" / "landscapes").glob("gemm_fp8_*.json"))[0], space)
     rows = []

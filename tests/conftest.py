@@ -76,3 +76,20 @@ def store(db_url):
     s.upgrade()
     yield s
     s.close()
+
+
+def wait_for_trials(store, n: int, timeout_s: float = 300.0) -> list:
+    """Poll ``store`` until its (only) key holds ``n`` trials; returns them ([] on timeout). Connection
+    errors while a search creates the database are retried."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        try:
+            rows = store.summary()
+        except Exception:
+            continue
+        if rows and rows[0]["trials"] >= n:
+            return store.trials(rows[0]["key_id"])
+    return []

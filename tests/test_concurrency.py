@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from autotune.store import Store
 from autotune.trial import TrialStatus, config_hash
+from tests.conftest import wait_for_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
@@ -113,17 +113,7 @@ def test_kill_9_mid_search_then_rerun(sqlite_url):
         start_new_session=True,
     )
     store = Store(sqlite_url)
-    deadline = time.monotonic() + 300
-    done = []
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        try:
-            rows = store.summary()
-        except Exception:
-            continue
-        if rows and rows[0]["trials"] >= 4:
-            done = store.trials(rows[0]["key_id"])
-            break
+    done = wait_for_trials(store, 4)
     assert done, "the search never stored a trial"
     os.killpg(proc.pid, signal.SIGKILL)  # the orchestrator and its worker, mid-evaluation
     proc.wait(timeout=30)

@@ -17,13 +17,11 @@ from autotune.engine import (
     Candidate,
     EvalOptions,
     KernelMeta,
-    Landscape,
     Pipeline,
     ProcessBackend,
     SimulatedBackend,
     WorkerInfo,
 )
-from autotune.env import DEVICE_PRESETS
 from autotune.settings import SearchSettings
 from autotune.space import Space
 from autotune.store import Store
@@ -228,20 +226,9 @@ def test_concurrent_searchers_split_the_work(db_url):
 
 def test_replay_of_a_recorded_h200_landscape(sqlite_url):
     """The simulated evaluator answers from bench/landscapes: the search finds the landscape's best."""
-    space = Space.from_yaml(ROOT / "bench" / "landscapes" / "gemm_fp8_wave1.yaml")
-    default = {
-        "BLOCK_M": 128,
-        "BLOCK_N": 128,
-        "BLOCK_K": 128,
-        "GROUP_M": 8,
-        "num_stages": 3,
-        "num_warps": 8,
-        "USE_TMA": False,
-        "SPLIT_K": 1,
-    }
-    land = Landscape.from_files(
-        LANDSCAPES[:1], space=space, default_config=default, facts=DEVICE_PRESETS["h200"]
-    )
+    from bench.replay import SPACE_FILE, load
+
+    land = load(LANDSCAPES[0], Space.from_yaml(SPACE_FILE))
     info = WorkerInfo(land.meta, land.facts, land.env, "sim:0", 1)
     tuner = Tuner(
         "sim",

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_for_trials
+
 ROOT = Path(__file__).resolve().parents[1]
 FAULTY = str(ROOT / "tests" / "kernels" / "faulty.py")
 TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
@@ -121,15 +123,7 @@ def test_database_going_away_mid_search_is_one_line_and_a_rerun_resumes(tmp_path
         from autotune.store import Store
 
         store = Store(url)
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            try:
-                rows = store.summary()
-            except Exception:
-                continue
-            if rows and rows[0]["trials"] >= 3:
-                break
+        assert wait_for_trials(store, 3, timeout_s=240), "the search never stored a trial"
         store.close()
         subprocess.run([*pg_ctl, "-m", "fast", "-w", "stop"], check=True, capture_output=True)
         _, stderr = proc.communicate(timeout=120)
@@ -153,3 +147,46 @@ def test_database_going_away_mid_search_is_one_line_and_a_rerun_resumes(tmp_path
         store.close()
     finally:
         subprocess.run(["bash", ".ci/start-postgres.sh", "stop"], cwd=ROOT, env=env, capture_output=True)
+
+
+def _huge_space_kernel(tmp_path: Path, constraint: str | None) -> Path:
+    """tiny.py with 12 extra parameters of 10 values each: 24 x 10**12 combinations."""
+    extra = {f"P{i}": list(range(10)) for i in range(12)}
+    default = {"REPS": 1, "MODE": "a", **{k: 0 for k in extra}}
+    space = {"name": "huge", "params": {"REPS": [1, 2], "MODE": ["a", "b", "c"], **extra}}
+    if constraint:
+        space["constraints"] = [{"name": "never", "expr": constraint}]
+    src = (
+        Path(TINY)
+        .read_text()
+        .replace(
+            'space = {"name": "tiny", "params": {"REPS": [1, 2, 3, 4, 5, 6, 7, 8], "MODE": ["a", "b", "c"]}}',
+            f"space = {space!r}",
+        )
+        .replace('default_config = {"REPS": 1, "MODE": "a"}', f"default_config = {default!r}")
+    )
+    f = tmp_path / "huge.py"
+    f.write_text(src)
+    return f
+
+
+def test_search_of_a_10_to_the_12_space_samples_instead_of_listing(tmp_path):
+    f = _huge_space_kernel(tmp_path, None)
+    db = tmp_path / "huge.db"
+    t0 = time.monotonic()
+    proc = autotune("search", str(f), "--device", "cpu", "--trials", "3", "--num-tests", "2", "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - t0 < 120
+    from autotune.store import Store
+
+    store = Store(f"sqlite:///{db}")
+    trials = store.trials(store.summary()[0]["key_id"])
+    assert len([t for t in trials if t.status.value == "ok"]) == 3
+
+
+def test_search_of_an_unsatisfiable_10_to_the_12_space_is_one_line(tmp_path):
+    f = _huge_space_kernel(tmp_path, "P0 > 100")
+    t0 = time.monotonic()
+    line = one_error_line(autotune("search", str(f), "--device", "cpu", "--db", str(tmp_path / "u.db")))
+    assert "no valid config" in line or "violate" in line, line
+    assert time.monotonic() - t0 < 120

@@ -76,13 +76,17 @@ class ClaimQueries(Database):
     ) -> dict[str, Claim]:
         """``claim`` for several configs in one transaction (one round trip per batch on the hot path).
         Rows are taken in sorted order, so two processes claiming overlapping batches never deadlock."""
-        now = utcnow()
-        expires = now + timedelta(seconds=lease_s)
-        with self.session(write=True) as s:
-            return {
-                h: self._claim_one(s, key_id, h, owner, device, now, expires)
-                for h in sorted(set(config_hashes))
-            }
+
+        def attempt() -> dict[str, Claim]:
+            now = utcnow()
+            expires = now + timedelta(seconds=lease_s)
+            with self.session(write=True) as s:
+                return {
+                    h: self._claim_one(s, key_id, h, owner, device, now, expires)
+                    for h in sorted(set(config_hashes))
+                }
+
+        return self.retrying(attempt)
 
     def _claim_one(
         self, s: Any, key_id: int, config_hash: str, owner: Owner, device: str, now: Any, expires: Any

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
+import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from sqlalchemy import URL, create_engine, event
@@ -21,6 +23,10 @@ from sqlalchemy.orm import Session
 
 from ..errors import DatabaseUnreachableError, StoreError
 from .urls import default_db_url, mask_secrets, mask_url, normalize_db_url, url_secrets
+
+T = TypeVar("T")
+#: SQLSTATEs of a transaction that lost a race and may simply run again (deadlock, serialization failure)
+_TRANSIENT = {"40P01", "40001"}
 
 #: execution option that makes a SQLite transaction start with BEGIN IMMEDIATE (see _sqlite_events)
 WRITE = "autotune_write"
@@ -199,6 +205,20 @@ class Database:
             yield
         except (SQLAlchemyError, OSError) as e:
             raise self._error(e, diagnose=diagnose) from e
+
+    def retrying(self, fn: Callable[[], T], attempts: int = 5) -> T:
+        """Run a write transaction again when Postgres aborted it as a deadlock victim or a serialization
+        failure (concurrent searchers on one key), with a short random back-off, as Optuna's RDB storage
+        does for trial creation."""
+        for i in range(attempts):
+            try:
+                return fn()
+            except StoreError as e:
+                orig = getattr(e.__cause__, "orig", None)
+                if getattr(orig, "sqlstate", None) not in _TRANSIENT or i == attempts - 1:
+                    raise
+                time.sleep(random.random() * 0.05 * (i + 1))
+        raise AssertionError("unreachable")
 
     @contextmanager
     def session(self, *, write: bool = False) -> Iterator[Session]:

@@ -23,6 +23,15 @@ from .models import (
 )
 from .rows import best_record, trial_result, trial_row, utc
 
+#: first half of the two-int advisory-lock key that serializes refresh_best per tuning key ("bt")
+_BEST_LOCK_CLASS = 0x6274
+
+
+def trial_row_copy(row: TrialRow) -> TrialRow:
+    """A fresh, unsaved copy (a retried transaction must not reuse rows of the rolled-back one)."""
+    cols = {c.key: getattr(row, c.key) for c in TrialRow.__table__.columns if c.key != "id"}
+    return TrialRow(**cols)
+
 
 class TrialQueries(Database):
     def record_trial(
@@ -58,13 +67,19 @@ class TrialQueries(Database):
             )
             for result, started, finished in items
         ]
-        with self.session(write=True) as s:
-            s.add_all(rows)
-            s.flush()
-            for row in rows:
-                if row.status != TrialStatus.INVALID.value:
-                    self._complete_claim(s, key_id, row)
-            return [row.id for row in rows]
+
+        def attempt() -> list[int]:
+            fresh = [trial_row_copy(r) for r in rows]
+            with self.session(write=True) as s:
+                s.add_all(fresh)
+                s.flush()
+                # claims in config-hash order, as claim_many takes them: no lock-order deadlock
+                for row in sorted(fresh, key=lambda r: r.config_hash):
+                    if row.status != TrialStatus.INVALID.value:
+                        self._complete_claim(s, key_id, row)
+                return [row.id for row in fresh]
+
+        return self.retrying(attempt)
 
     def _complete_claim(self, s: Any, key_id: int, row: TrialRow) -> None:
         """Overridden by the claims layer (ClaimQueries)."""
@@ -131,9 +146,16 @@ class TrialQueries(Database):
 
     def refresh_best(self, key_id: int) -> BestRecord | None:
         """Point the key's best_configs row at its fastest ok+measured trial (or drop it if none)."""
+        return self.retrying(lambda: self._refresh_best(key_id))
+
+    def _refresh_best(self, key_id: int) -> BestRecord | None:
         with self.session(write=True) as s:
-            # row lock: two processes refreshing one key serialize, so the later one sees every trial
-            key = s.get(TuningKeyRow, key_id, with_for_update=True)
+            # Two processes refreshing one key serialize, so the later one sees every trial. Postgres: a
+            # transaction-scoped advisory lock per key, not a row lock on the key, which every trial and
+            # claim insert of that key share (FOR KEY SHARE): waiting for it there queued them behind us.
+            if not self.is_sqlite:
+                s.execute(select(func.pg_advisory_xact_lock(_BEST_LOCK_CLASS, key_id)))
+            key = s.get(TuningKeyRow, key_id)
             if key is None:
                 raise StoreError(f"database {self.masked_url}: no tuning key {key_id}")
             trial = s.scalars(
