@@ -1,6 +1,6 @@
 """The exception tree. Every failure a user can cause is an ``AutotuneError``; the CLI turns one into a
 single line on stderr and exit code 2. Candidate failures (a config that does not compile, crashes or
-is wrong) are *not* exceptions at this level: they are trial statuses (see ``autotune.worker``)."""
+is wrong) are *not* exceptions at this level: they are trial statuses (see ``autotune.engine.worker``)."""
 
 from __future__ import annotations
 

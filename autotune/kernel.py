@@ -2,7 +2,7 @@
 
 A kernel file is a plain Python file that defines one module-level object named ``KERNEL`` which
 satisfies :class:`TunableKernel` (structurally; subclassing :class:`Kernel` gives sensible defaults).
-The orchestrator never imports kernel files: only the worker process does (see ``autotune.worker``).
+The orchestrator never imports kernel files: only the worker process does (see ``autotune.engine.worker``).
 This module imports no torch at import time, so loading the contract is cheap and CUDA-free."""
 
 from __future__ import annotations

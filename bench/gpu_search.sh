@@ -21,7 +21,7 @@ a)
   ;;
 b)
   start=$SECONDS
-  python3 -m autotune search examples/gemm_fp8.py "${SHAPES[@]}" --sampler exhaustive --compile-workers 14 \
+  python3 -m autotune search examples/gemm_fp8.py "${SHAPES[@]}" --strategy exhaustive --trials 5000 --compile-workers 14 \
     --timeout 115 --db "$OUT/exh.db" --json "$OUT/search_exh.json" > "$OUT/search_exh.log" 2>&1
   echo "exit $? wall $((SECONDS - start)) s" | tee -a "$OUT/search_exh.log"; tail -12 "$OUT/search_exh.log"
   python3 bench/lookup_overhead.py --db "$OUT/exh.db" --device cuda 2>&1 | tee "$OUT/lookup_overhead.log"
