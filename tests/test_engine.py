@@ -277,3 +277,24 @@ def test_optuna_dashboard_lists_each_shape_study_with_real_times(sqlite_url):
         report = next(r for r in reports if r.study_name == s["study_name"])
         assert min(values) == pytest.approx(report.best.time_s)
         assert all(t["state"] in ("Complete", "Fail") for t in detail["trials"])
+
+
+def test_devices_of_different_models_are_refused(sqlite_url):
+    """Identical GPUs share a key; a second model would need its own: one search per model."""
+    from dataclasses import replace
+
+    from autotune.engine import SimulatedEvaluator
+    from autotune.errors import SettingsError
+
+    space = Space.from_dict(SPACE)
+    info = sim_info(space, {"A": 1, "B": 1, "C": "x"})
+    other = replace(info, env={**info.env, "gpu_name": "Other GPU"})
+
+    class Mixed(SimulatedBackend):
+        def timer(self, device):
+            return SimulatedEvaluator(other if device == "sim:1" else self.info, self.answer, device=device)
+
+    s = SearchSettings(devices="sim:0,sim:1", compile_workers=0)
+    tuner = Tuner("sim", Store(sqlite_url), s, backend=Mixed(info, synthetic))
+    with tuner, pytest.raises(SettingsError, match="mixes GPU models"):
+        tuner.start()

@@ -215,3 +215,4 @@ class ClaimQueries(Database):
                     select(ClaimRow).where(ClaimRow.key_id == key_id, ClaimRow.config_hash == row.config_hash)
                 ).one()
         claim.status, claim.trial_id, claim.updated_at = "done", row.id, now
+        claim.device = row.device or claim.device  # the device it was measured on, known only now
