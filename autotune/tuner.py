@@ -260,8 +260,7 @@ class _ShapeRun:
             if not self.valid:
                 raise SpaceError(f"{self.space.source}: no config satisfies the constraints on this device")
         else:
-            self.valid = None
-            self.space.find_valid(self.facts)
+            self.valid = None  # sampled, never listed (Tuner.start checked that something is valid)
         self.report.valid_configs = len(self.valid) if self.valid is not None else None
         name = "exhaustive" if listed is not None else canonical_name(self.s.strategy)
         if name == "tpe" and self.valid is not None and len(self.valid) <= self.s.trials:

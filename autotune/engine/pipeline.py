@@ -150,10 +150,6 @@ class Pipeline:
         self.in_flight -= 1
         return item
 
-    @property
-    def queued_for_timing(self) -> int:
-        return self._timing_q.qsize()
-
     # ------------------------------------------------------------------ stages
 
     def _compile_loop(self) -> None:

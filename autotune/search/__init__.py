@@ -6,14 +6,10 @@ imports what it needs when called."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from .base import Strategy, StrategyContext
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["Strategy", "StrategyContext", "make_strategy", "register", "strategy_names"]
+__all__ = ["Strategy", "StrategyContext", "canonical_name", "make_strategy", "register", "strategy_names"]
 
 _REGISTRY: dict[str, Callable[[StrategyContext], Strategy]] = {}
 #: names that mean the same strategy
