@@ -23,18 +23,9 @@ from autotune.shapes import check_shape, format_shape, parse_shape
 from autotune.store import Store
 from autotune.store.urls import mask_secrets, mask_url, normalize_db_url, url_secrets
 from autotune.trial import TrialResult, TrialStatus
+from tests.test_lookup import ENV
 
 REPO = Path(__file__).resolve().parent.parent
-ENV = {
-    "device_kind": "cpu",
-    "gpu_name": lookup.current_device_name("cpu"),
-    "cc": "cpu",
-    "sm_count": 2,
-    "driver": "none",
-    "cuda": "none",
-    "torch": "2.8.0",
-    "triton": "3.6.0",
-}
 DEFAULT = {"BLOCK": 0}
 
 
