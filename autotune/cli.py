@@ -348,7 +348,17 @@ def show(db: DbOption = None) -> None:
     store = _store(db, readonly=True)
     rows = store.summary()
     table = Table(title=f"autotune database {store.masked_url}")
-    for col in ("kernel", "shape", "device", "study", "trials", "by status", "best time", "TFLOP/s"):
+    for col in (
+        "kernel",
+        "shape",
+        "device",
+        "study",
+        "trials",
+        "by status",
+        "running",
+        "best time",
+        "TFLOP/s",
+    ):
         table.add_column(col)
     for r in rows:
         table.add_row(
@@ -358,6 +368,7 @@ def show(db: DbOption = None) -> None:
             r["study_name"],
             str(r["trials"]),
             ", ".join(f"{k}={v}" for k, v in sorted(r["counts"].items())),
+            str(r["running"]),
             _fmt_time(r.get("best_time_s")),
             f"{r['best_tflops']:.3g}" if r.get("best_tflops") else "-",
         )

@@ -23,6 +23,7 @@ def test_one_owner_then_done(store):
     assert store.claim(key.id, "h1", a, lease_s=30).state is ClaimState.CLAIMED  # idempotent for its owner
     assert store.claim(key.id, "h1", b, lease_s=30).state is ClaimState.BUSY
     assert store.running_claims(key.id) == {"h1": a.id}
+    assert store.summary()[0]["running"] == 1  # `autotune show` lists it
     res = TrialResult(TrialStatus.OK, {"x": 1}, time_s=1e-5)
     # the trial's own config hash is what record_trial completes
     from autotune.trial import config_hash
