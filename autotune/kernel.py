@@ -223,19 +223,6 @@ def _import_file(path: Path):
     return module
 
 
-def spaces_search_path(kernel_path: Path) -> list[Path]:
-    """Where a space named by a kernel file is looked for, in order."""
-    dirs = []
-    if os.environ.get("AUTOTUNE_SPACES_DIR"):
-        dirs.append(Path(os.environ["AUTOTUNE_SPACES_DIR"]))
-    dirs += [
-        kernel_path.parent / "search_spaces",
-        kernel_path.parent.parent / "search_spaces",
-        Path.cwd() / "search_spaces",
-    ]
-    return dirs
-
-
 def resolve_space(kernel_path: Path, space: Any) -> tuple[dict[str, Any], str]:
     """Turn a kernel's ``space`` declaration into (definition mapping, where it came from)."""
     from .space import load_space_dict
@@ -249,7 +236,9 @@ def resolve_space(kernel_path: Path, space: Any) -> tuple[dict[str, Any], str]:
         candidate = (kernel_path.parent / text) if not os.path.isabs(text) else Path(text)
         candidates = [candidate]
     else:
-        candidates = [d / f"{text}.yaml" for d in spaces_search_path(kernel_path)]
+        from .space import default_space_dirs
+
+        candidates = [d / f"{text}.yaml" for d in default_space_dirs(near=kernel_path)]
     for c in candidates:
         if c.is_file():
             return load_space_dict(c), str(c)

@@ -1273,11 +1273,16 @@ def load_space_dict(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def default_space_dirs() -> list[Path]:
-    """Where :func:`load_space` looks for ``<name>.yaml``: $AUTOTUNE_SPACES_DIR, ./search_spaces, and
-    the search_spaces folder next to this package."""
+def default_space_dirs(near: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Where a space named ``<name>`` is looked for, in order (the one resolver, for kernel files and
+    :func:`load_space` alike): $AUTOTUNE_SPACES_DIR; with ``near`` (a kernel file), the search_spaces folder
+    beside it and beside its folder; ./search_spaces; the search_spaces folder next to this package."""
     dirs = [Path(os.environ["AUTOTUNE_SPACES_DIR"])] if os.environ.get("AUTOTUNE_SPACES_DIR") else []
-    return dirs + [Path.cwd() / "search_spaces", Path(__file__).resolve().parent.parent / "search_spaces"]
+    if near is not None:
+        folder = Path(near).parent
+        dirs += [folder / "search_spaces", folder.parent / "search_spaces"]
+    dirs += [Path.cwd() / "search_spaces", Path(__file__).resolve().parent.parent / "search_spaces"]
+    return list(dict.fromkeys(dirs))
 
 
 def load_space(
