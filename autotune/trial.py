@@ -59,6 +59,11 @@ class TrialResult:
     measured: bool = True
     kernels: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def timed(self) -> bool:
+        """An ``ok`` result with a real measurement: what a sampler learns from and a best can be."""
+        return self.status is TrialStatus.OK and self.measured and self.time_s is not None
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["status"] = self.status.value

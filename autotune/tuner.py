@@ -321,7 +321,7 @@ class _ShapeRun:
             self._learn(trial_id, res)
 
     def _note_best(self, res: TrialResult) -> None:
-        ok = res.status is TrialStatus.OK and res.measured and res.time_s is not None
+        ok = res.timed
         if ok and (self.best is None or res.time_s < (self.best.time_s or math.inf)):
             self.best = res
 

@@ -17,7 +17,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from ..trial import TrialResult, TrialStatus, config_hash
+from ..trial import TrialResult, config_hash
 from .base import StrategyContext
 
 log = logging.getLogger("autotune.search")
@@ -62,7 +62,7 @@ def frozen_trial(
     attrs = {"autotune_status": result.status.value, **(user_attrs or {})}
     if result.error:
         attrs["autotune_error"] = result.error[:500]
-    ok = result.status is TrialStatus.OK and result.measured and result.time_s is not None
+    ok = result.timed
     return optuna.trial.create_trial(
         params=params,
         distributions={k: dists[k] for k in params},
@@ -110,12 +110,12 @@ class OptunaStrategy:
         if result is None:
             self.study.tell(trial, state=TrialState.FAIL)
             return
-        ok = result.status is TrialStatus.OK and result.measured and result.time_s is not None
+        ok = result.timed
         trial.set_user_attr(_VIOLATION, 0.0 if ok else 1.0)
         self.study.tell(trial, result.time_s if ok else _INFEASIBLE_VALUE)
 
     def _finished(self, result: TrialResult) -> optuna.trial.FrozenTrial:
-        ok = result.status is TrialStatus.OK and result.measured and result.time_s is not None
+        ok = result.timed
         params = {k: v for k, v in result.config.items() if k in self._dists}
         violation = 0.0 if ok else 1.0
         return optuna.trial.create_trial(
