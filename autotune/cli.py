@@ -131,9 +131,23 @@ def search(
     timeout: Annotated[float | None, typer.Option(help="Wall-clock seconds per shape (0 = none)")] = None,
     strategy: Annotated[
         str | None,
-        typer.Option("--strategy", "--sampler", help="tpe (default), random, exhaustive (= grid)"),
+        typer.Option(
+            "--strategy",
+            "--sampler",
+            help="auto (default), tpe, random, exhaustive (= grid) [env: AUTOTUNE_STRATEGY]",
+        ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Strategy seed")] = None,
+    retime_top: Annotated[
+        int | None,
+        typer.Option(
+            help="Finalists re-timed before a best is declared (default 3; 0 = none) [env: AUTOTUNE_RETIME_TOP]"
+        ),
+    ] = None,
+    retime_rounds: Annotated[
+        int | None,
+        typer.Option(help="Interleaved re-timing rounds (default 3) [env: AUTOTUNE_RETIME_ROUNDS]"),
+    ] = None,
     db: DbOption = None,
     devices: Annotated[
         str | None,
@@ -176,6 +190,8 @@ def search(
         timeout_s=timeout,
         strategy=strategy,
         seed=seed,
+        retime_top=retime_top,
+        retime_rounds=retime_rounds,
         devices=devices,
         num_tests=num_tests,
         compile_timeout_s=compile_timeout,
@@ -279,6 +295,9 @@ def _report_dict(r) -> dict[str, Any]:
         "best": r.best.to_dict() if r.best else None,
         "default": r.default.to_dict() if r.default else None,
         "speedup": r.speedup,
+        "strategy": r.strategy,
+        "finalists": [f.__dict__ for f in r.finalists],
+        "finalists_within_noise": r.within_noise,
     }
 
 
@@ -298,6 +317,14 @@ def _print_reports(reports, kernel: str) -> None:
             ", ".join(f"{k}={v}" for k, v in sorted(fails.items())) or "none",
         )
     out.print(table)
+    for r in reports:
+        if r.finalists:
+            rows = "; ".join(
+                f"{_fmt_time(f.median_s)} ±{(f.spread or 0) * 100:.1f}% (first {_fmt_time(f.first_s)}, n={f.samples})"
+                for f in r.finalists
+            )
+            noise = " - the top two are within noise of each other" if r.within_noise else ""
+            out.print(f"{r.shape_key}: re-timed finalists (median, spread): {rows}{noise}")
 
 
 @app.command()
@@ -328,6 +355,8 @@ def best(
             "cc": r.cc,
             "config": r.config,
             "time_s": r.time_s,
+            "samples": r.samples,
+            "spread": r.spread,
             "tflops": r.tflops,
             "torch": r.torch,
             "triton": r.triton,
@@ -343,9 +372,19 @@ def best(
 
 @app.command()
 @handles_errors
-def show(db: DbOption = None) -> None:
+def show(
+    db: DbOption = None,
+    requests: Annotated[
+        bool, typer.Option("--requests", help="Shapes best_config was asked for and had no tuned config for")
+    ] = False,
+) -> None:
     """List kernels, shapes, devices and studies with trial counts."""
     store = _store(db, readonly=True)
+    if requests:
+        from .nightly.requests_table import requests_table
+
+        out.print(requests_table(store))
+        return
     rows = store.summary()
     table = Table(title=f"autotune database {store.masked_url}")
     for col in (
@@ -380,15 +419,29 @@ def show(db: DbOption = None) -> None:
 @app.command()
 @handles_errors
 def export(
-    out_file: Annotated[Path, typer.Option("--out", help="File to write, ending in .json")],
+    out_file: Annotated[Path, typer.Option("--out", help="File to write, ending in .json (.py for triton)")],
     kernel: Annotated[str | None, typer.Option(help="Only this kernel (default: all)")] = None,
     db: DbOption = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="json (for best_config) or triton (triton.Config lists per kernel and shape)"
+        ),
+    ] = "json",
 ) -> None:
     """Write the best configs to a JSON file that best_config() reads without a database (deployment)."""
     from datetime import datetime, timezone
 
     from .records import EXPORT_FORMAT, EXPORT_VERSION
 
+    if fmt not in ("json", "triton"):
+        raise SettingsError(f"--format {fmt!r}: choose json or triton")
+    if fmt == "triton":
+        from .triton_export import write_triton_configs
+
+        n = write_triton_configs(_store(db, readonly=True), out_file, kernel=kernel)
+        out.print(f"wrote {n} triton.Config lists to {out_file}", highlight=False)
+        return
     if out_file.suffix != ".json":
         raise SettingsError(
             f"{out_file}: the export file's name must end in .json (best_config recognises it so)"
@@ -473,7 +526,7 @@ def check(
 @app.command()
 @handles_errors
 def space(
-    path: Annotated[Path, typer.Argument(help="A search_spaces/*.yaml file")],
+    path: Annotated[Path | None, typer.Argument(help="A search_spaces/*.yaml file")] = None,
     facts: Annotated[str, typer.Option(help="Device facts: h200, h100 or cpu")] = "h200",
     show_configs: Annotated[
         int,
@@ -482,6 +535,18 @@ def space(
             help="Print the first N valid configs (N random ones if the space is too large to count)",
         ),
     ] = 0,
+    from_triton: Annotated[
+        str | None,
+        typer.Option(
+            "--from-triton",
+            help="FILE.py:NAME: make the space of a triton.Config list (an @autotune / @triton.autotune "
+            "kernel, a TritonKernel or a list); YAML on stdout, or into --out and then checked",
+        ),
+    ] = None,
+    out_path: Annotated[Path | None, typer.Option("--out", help="With --from-triton: write it here")] = None,
+    product: Annotated[
+        bool, typer.Option(help="With --from-triton: the full product of the values, not the listed set")
+    ] = False,
 ) -> None:
     """Validate a search-space file and count its valid configs for a device.
 
@@ -494,6 +559,17 @@ def space(
     from .errors import SpaceError
     from .space import MAX_ENUMERATE, Space, format_count
 
+    if from_triton:
+        from .triton_space import dump_yaml, space_from_file
+
+        text = dump_yaml(space_from_file(from_triton, product=product))
+        if out_path is None:
+            typer.echo(text, nl=False)
+            return
+        out_path.write_text(text)
+        path = out_path
+    elif path is None:
+        raise SettingsError("give a space file (FILE.yaml), or --from-triton FILE.py:NAME")
     if facts == "cpu":
         fact_values = device_facts("cpu")
     elif facts in DEVICE_PRESETS:
@@ -581,6 +657,157 @@ def bench(
                 f"{r.spread:.1%}" if r.spread is not None else (r.error or "")[:60],
             )
     out.print(table)
+
+
+@app.command()
+@handles_errors
+def nightly(
+    job_file: Annotated[
+        Path, typer.Argument(help="Job file (YAML): kernels, shapes, budget, verify, report")
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be tuned, re-tuned and verified, and why")
+    ] = False,
+    fail_on_regression: Annotated[
+        bool, typer.Option("--fail-on-regression", help="Exit 1 when a confirmed regression exists")
+    ] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the run's summary as JSON")
+    ] = None,
+) -> None:
+    """Run a nightly job: tune new and requested shapes, re-tune after upgrades, re-verify stored bests."""
+    from .nightly import load_job, run_job
+
+    job = load_job(job_file)
+    result = run_job(job, dry_run=dry_run, say=lambda line: err.print(line, highlight=False, markup=False))
+    if job.report is not None and not dry_run:
+        from .report import write_report
+
+        files = write_report(job.database, job.report, run_id=result.run_id)
+        err.print(f"report: {', '.join(str(f) for f in files)}", highlight=False)
+    if json_out is not None:
+        json_out.write_text(json.dumps(result.summary(), indent=2, default=str))
+    n_reg, n_conf = len(result.regressions), len(result.confirmed)
+    err.print(
+        f"nightly {job.name}: {'planned' if dry_run else 'done'} in {result.wall_s:.1f} s; "
+        f"{len(result.verifications)} verified, {n_reg} regression(s), {n_conf} confirmed"
+        + (f"; stopped: {result.stopped}" if result.stopped else ""),
+        highlight=False,
+    )
+    for e in result.errors:
+        err.print(f"[bold red]error:[/] {mask_secrets(e)}", highlight=False, soft_wrap=True)
+    code = result.exit_code(fail_on_regression)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+@handles_errors
+def report(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for report.html, report.md, report.json")],
+    db: DbOption = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only history since this ISO date (or e.g. 7d, 24h)")
+    ] = None,
+) -> None:
+    """Write the tuning report: HTML with plots, the same as Markdown and JSON."""
+    from .report import parse_since, write_report
+
+    files = write_report(db, out_dir, since=parse_since(since) if since else None)
+    out.print(f"wrote {', '.join(str(f) for f in files)}", highlight=False)
+
+
+landscape_app = typer.Typer(
+    no_args_is_help=True, help="Landscape files: every config of a space measured on a shape."
+)
+app.add_typer(landscape_app, name="landscape")
+
+
+@landscape_app.command("export")
+@handles_errors
+def landscape_export(
+    kernel: Annotated[str, typer.Argument(help="Kernel name")],
+    shape: Annotated[str, typer.Option("--shape", help="The shape, e.g. M=64,N=2112,K=7168")],
+    out: Annotated[Path, typer.Option("--out", help="File to write")],
+    device: Annotated[str | None, typer.Option(help="GPU model (default: the newest key's)")] = None,
+    db: DbOption = None,
+) -> None:
+    """Write the search trials of a key as a landscape file (the format `autotune replay` reads)."""
+    import json
+
+    from .landscape import export_landscape
+    from .shapes import format_shape, parse_shape
+
+    store = _store(db, readonly=True)
+    land = export_landscape(store, kernel, format_shape(parse_shape(shape)), device)
+    out.write_text(json.dumps(land.to_json(), indent=1))
+    typer.echo(f"wrote {out}: {len(land.results)} configs of {kernel} {land.shape_key} on {land.device_name}")
+
+
+@app.command()
+@handles_errors
+def replay(
+    landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
+    strategy: Annotated[str, typer.Option(help="Strategies, comma-separated")] = "auto,tpe",
+    evaluations: Annotated[int, typer.Option(help="Evaluations per search")] = 40,
+    budgets: Annotated[
+        str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,EVALUATIONS)")
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
+    transfer: Annotated[
+        bool,
+        typer.Option(help="Other landscapes of the same kernel and space in the store (leave-one-shape-out)"),
+    ] = True,
+    preload: Annotated[
+        list[Path] | None, typer.Option(help="More landscapes put in the store as training data")
+    ] = None,
+    kernel: Annotated[
+        Path | None, typer.Option(help="Kernel file: its features() hook feeds the auto strategy")
+    ] = None,
+    depth: Annotated[int, typer.Option(help="Proposals in flight (the H200 pipeline's: 19)")] = 19,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write every run as JSON")] = None,
+) -> None:
+    """Replay strategies offline on recorded landscapes: regret per shape, budget and seed."""
+    import json
+    import logging
+
+    from . import replay as rp
+    from .landscape import load_landscape
+    from .search import strategy_names
+
+    names = [s.strip() for s in strategy.split(",") if s.strip()]
+    bad = [n for n in names if n not in strategy_names()]
+    if bad or not names:
+        raise SettingsError(f"--strategy {strategy!r}: choose from {', '.join(strategy_names())}")
+    if evaluations < 1 or seeds < 1 or depth < 1:
+        raise SettingsError("--evaluations, --seeds and --depth must be at least 1")
+    try:
+        report_at = sorted({int(b) for b in budgets.split(",")}) if budgets else sorted({10, 20, evaluations})
+    except ValueError:
+        raise SettingsError(f"--budgets {budgets!r}: comma-separated integers") from None
+    report_at = [b for b in report_at if 1 <= b <= evaluations]
+    targets = [load_landscape(p) for p in landscapes]
+    extra = [load_landscape(p) for p in preload or ()]
+    logging.getLogger("autotune").setLevel(logging.WARNING)
+    feats = rp.kernel_features(str(kernel)) if kernel else None
+    try:
+        runs = rp.replay(
+            targets,
+            names,
+            evaluations,
+            range(seeds),
+            transfer=transfer,
+            preload=extra,
+            features_for=feats,
+            depth=depth,
+        )
+    finally:
+        if feats is not None:
+            feats.worker.close()
+    for line in rp.format_table(runs, report_at):
+        typer.echo(line)
+    if json_out:
+        json_out.write_text(json.dumps([r.__dict__ for r in runs], indent=1))
 
 
 def main() -> None:

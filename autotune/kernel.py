@@ -23,6 +23,12 @@ from .shapes import Shape, check_shape
 #: attributes every kernel object must have (data) and methods it must implement
 REQUIRED_ATTRIBUTES = ("name", "kernel_names", "space", "default_config", "default_shapes", "shape_params")
 REQUIRED_METHODS = ("make_inputs", "compile", "reference", "flops")
+#: default elementwise bound of ``compare_outputs``, in units of the output dtype's machine epsilon at
+#: max(|ref|, rms(ref)). Not 1-2: an output is rounded once, but the sum behind it is accumulated in
+#: another order, or (Hopper FP8 wgmma, cuBLASLt's fast accumulation) with ~14-bit accumulators, whose
+#: error does not shrink with the value: on 4096x7168x16384, correct split-K configs had one element in
+#: 29M that was 0.031 RMS (4 bf16 ulps of the RMS) away from cuBLASLt.
+CHECK_ULPS = 8.0
 
 
 @runtime_checkable
@@ -37,7 +43,13 @@ class TunableKernel(Protocol):
     - ``default_shapes``: shapes ``autotune search`` tunes when no ``--shape`` is given.
     - ``shape_params``: the names of a shape's dimensions, in order (e.g. ``("M", "N", "K")``).
     - ``dtypes``: element types, stored with the shape key (e.g. ``{"a": "float8_e4m3fn", "out": "bfloat16"}``).
-    - ``rtol`` / ``atol``: the tolerance of the correctness check against ``reference``.
+    - ``rtol`` / ``atol``: extra elementwise slack of the correctness check (``compare_outputs``);
+      ``check_ulps`` / ``check_max_diff``: its bound in units of the output dtype's precision and its
+      global similarity bound (see ``compare_outputs``).
+
+    Optional hook: ``features(config, shape, facts) -> dict[str, float]``, analytic features of a config
+    on a shape (tiles, waves over the SMs, shared memory...) that the ``auto`` strategy's model learns
+    from besides the raw parameters. Called in a worker process, never on the orchestrator.
     """
 
     name: str
@@ -69,7 +81,17 @@ class TunableKernel(Protocol):
         """Bytes read and written by one call (for GB/s)."""
 
     def timed_kernels(self, config: Mapping[str, Any]) -> tuple[str, ...]:
-        """Kernel names launched by ``config`` (a split-K config may launch a reduction too)."""
+        """Kernel names launched by ``config`` (a split-K config may launch a reduction too).
+
+        A kernel file may offer several implementations of one operation (compile *or select*): a
+        categorical parameter (gemm_fp8's ``IMPL``: its Triton kernel, a persistent variant, or the
+        library's ``torch._scaled_mm``) makes each one a candidate like any other, and this hook names
+        each implementation's own kernels (cuBLASLt's are ``nvjet_*``), so the stored best config may be
+        the library's. Parameters that belong to one implementation are conditional in the space
+        (``{values: [...], when: "IMPL == 'triton'"}``: absent from the other implementations' configs),
+        and constraints on them take a ``when`` too. ``compile`` and every runtime user of
+        ``best_config`` dispatch on that parameter; a config without it should keep meaning what it
+        meant before the parameter existed (stored configs of the older space stay runnable)."""
 
     def compare(self, out: Any, ref: Any) -> str | None:
         """``None`` if ``out`` matches ``ref`` within tolerance, else a short description of the mismatch."""
@@ -87,6 +109,8 @@ class Kernel:
     dtypes: Mapping[str, str] = {}
     rtol: float = 1e-2
     atol: float = 1e-2
+    check_ulps: float = CHECK_ULPS
+    check_max_diff: float | None = None
 
     def make_inputs(self, shape: Shape, device: str) -> Any:  # pragma: no cover - must be overridden
         raise NotImplementedError
@@ -107,11 +131,89 @@ class Kernel:
         return tuple(self.kernel_names)
 
     def compare(self, out: Any, ref: Any) -> str | None:
-        return compare_tensors(out, ref, rtol=self.rtol, atol=self.atol)
+        return compare_outputs(
+            out, ref, ulps=self.check_ulps, rtol=self.rtol, atol=self.atol, max_diff=self.check_max_diff
+        )
+
+
+def _precision(t: Any) -> float:
+    """Machine epsilon of a tensor's dtype (0 for integers and bools: those must match exactly)."""
+    import torch
+
+    return float(torch.finfo(t.dtype).eps) if t.dtype.is_floating_point else 0.0
+
+
+def check_metrics(out: Any, ref: Any) -> dict[str, float]:
+    """How far ``out`` is from ``ref``: ``diff`` = 1 - 2<o,r>/(|o|^2+|r|^2) (DeepGEMM's ``calc_diff``:
+    0 when equal, ~ relative error^2 / 2), the RMS of ``ref`` and the largest elementwise error in
+    units of eps(out dtype) x max(|ref|, rms(ref)) (``max_ulps``). Computed in float64 where the output
+    lives (moving a large GPU output to the host costs more than the check)."""
+    o, r = out.detach().double(), ref.detach().to(device=out.device).double()
+    rms = float(r.square().mean().sqrt()) if r.numel() else 0.0
+    denom = float((o * o + r * r).sum())
+    diff = 1.0 - 2.0 * float((o * r).sum()) / denom if denom > 0 else 0.0
+    eps = _precision(out) or 1.0
+    scale = r.abs().clamp_min(max(rms, 1e-30))
+    max_ulps = float(((o - r).abs() / (eps * scale)).max()) if r.numel() else 0.0
+    return {"diff": diff, "rms": rms, "max_ulps": max_ulps}
+
+
+def compare_outputs(
+    out: Any,
+    ref: Any,
+    *,
+    ulps: float = CHECK_ULPS,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    max_diff: float | None = None,
+) -> str | None:
+    """The default correctness check: ``None`` if ``out`` matches ``ref``, else what is wrong.
+
+    Made to pass rounding differences (a sum in another order, split-K partials, another accumulation
+    precision: at most a few units of the output dtype's precision per element) and to fail real bugs
+    (a dropped K tile, a dropped scale, a wrong edge tile). Passes when all of:
+
+    - same shape, every value finite;
+    - elementwise: ``|o - r| <= ulps * eps * max(|r|, rms(r)) + atol + rtol * |r|`` with ``eps`` the
+      output dtype's machine epsilon (bf16: 2^-7) -- relative to each value, floored at the RMS so that
+      values near 0 (cancellation) are not held to a tighter bound than the output's scale allows;
+    - globally: ``diff <= max_diff`` (``check_metrics``), default ``max(eps^2, rtol^2)``: pure rounding
+      gives ~eps^2/24, a 1 % error everywhere (a wrong scale) 5e-5.
+
+    The wave-1 check (``isclose`` at 0.02 of the RMS) rejected valid split-K GEMMs for one element 0.031
+    RMS off; a dropped K tile moves elements by ~RMS/sqrt(K tiles), far past 8 ulps (and the diff)."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return f"output is {type(out).__name__}, not a tensor"
+    if tuple(out.shape) != tuple(ref.shape):
+        return f"output shape {tuple(out.shape)} != reference shape {tuple(ref.shape)}"
+    eps = _precision(out)
+    if eps == 0.0:
+        bad = int((out != ref.to(device=out.device, dtype=out.dtype)).sum())
+        return f"{bad}/{out.numel()} elements differ (integer output: exact match required)" if bad else None
+    o, r = out.detach().double(), ref.detach().to(device=out.device).double()
+    finite = torch.isfinite(o)
+    if not finite.all():
+        return f"output has {int((~finite).sum())} non-finite values"
+    m = check_metrics(out, ref)
+    err = (o - r).abs()
+    bound = ulps * eps * r.abs().clamp_min(max(m["rms"], 1e-30)) + atol + rtol * r.abs()
+    bad = err > bound
+    if bad.any():
+        return (
+            f"{int(bad.sum())}/{bad.numel()} elements off by more than {ulps:g} ulps of {out.dtype} "
+            f"(worst {m['max_ulps']:.3g} ulps, max abs err {float(err.max()):.4g}, rtol={rtol}, atol={atol})"
+        )
+    limit = max(eps * eps, rtol * rtol) if max_diff is None else max_diff
+    if m["diff"] > limit:
+        return f"output differs globally: diff {m['diff']:.3g} > {limit:.3g} (1 - cosine-like similarity)"
+    return None
 
 
 def compare_tensors(out: Any, ref: Any, rtol: float, atol: float) -> str | None:
-    """Default correctness check: same shape, finite, and close in float32."""
+    """The wave-1 check (``isclose`` in float32), kept to count what it rejected; kernels use
+    ``compare_outputs``."""
     import torch
 
     if not isinstance(out, torch.Tensor):
@@ -165,8 +267,14 @@ class LoadedKernel:
         fn = getattr(self.kernel, "compare", None)
         if callable(fn):
             return fn(out, ref)
-        return compare_tensors(
-            out, ref, getattr(self.kernel, "rtol", 1e-2), getattr(self.kernel, "atol", 1e-2)
+        k = self.kernel
+        return compare_outputs(
+            out,
+            ref,
+            ulps=getattr(k, "check_ulps", CHECK_ULPS),
+            rtol=getattr(k, "rtol", 1e-2),
+            atol=getattr(k, "atol", 1e-2),
+            max_diff=getattr(k, "check_max_diff", None),
         )
 
     def bytes_moved(self, shape: Shape) -> float:

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from . import requests_log as _requests
 from .env import current_device_name
 from .shapes import format_shape, shape_distance
 
@@ -57,6 +58,10 @@ SQLITE_BUSY_TIMEOUT_S = 0.25
 PG_CONNECT_TIMEOUT_S = 2
 #: Postgres statement timeout of the lookup's connections
 PG_STATEMENT_TIMEOUT_MS = 500
+
+#: the recorder's misses (a dict, empty unless recording) and its counter: one global each on the hot path
+_misses = _requests.misses
+_count_miss = _requests.count
 
 #: (config, is_flat) where is_flat means a shallow copy is a full copy; None: nothing tuned -> default
 _Answer = tuple[dict[str, Any], bool] | None
@@ -99,25 +104,32 @@ def best_config(
     db: str | None = None,
     device: str = "",
     source_hash: str | None = None,
+    record: bool | str | None = None,
     **shape: int,
 ) -> dict[str, Any] | None:
     """The best tuned config of ``kernel`` for ``shape`` on this device, or ``default``.
 
     An exactly tuned shape wins; otherwise the nearest tuned shape (``autotune.shapes.shape_distance``).
     Among rows for that shape: the matching ``source_hash`` (a prefix is enough), then the torch/triton
-    versions this process runs (when already imported), then the newest. Returns a copy."""
+    versions this process runs (when already imported), then the newest. Returns a copy.
+
+    ``record``: count this lookup in ``autotune_shape_requests`` when it falls back (nearest shape or
+    default), for the next nightly job (``autotune.requests_log``): None follows ``AUTOTUNE_RECORD``; True
+    records into the database read here; a URL or path records there; False never records."""
     key: tuple[Any, ...] | None = None
     try:
         key = (db, device, kernel, source_hash, tuple(sorted(shape.items())))
         try:
             answer = _answers[key]
         except KeyError:
-            answer = _lookup(key, kernel, db, device, source_hash, shape)
+            answer = _lookup(key, kernel, db, device, source_hash, shape, record)
         else:
             if type(answer) is _Load:  # waiting for rows, or their load failed
                 if answer.rows is None and not answer.due(time.monotonic(), _retry_s()):
                     return default
-                answer = _lookup(key, kernel, db, device, source_hash, shape)
+                answer = _lookup(key, kernel, db, device, source_hash, shape, record)
+        if _misses and record is not False:  # recording, and some lookup fell back: count it
+            _count_miss(key, record)
         if answer is None or type(answer) is _Load:
             return default
         config, flat = answer
@@ -141,6 +153,7 @@ def clear_cache() -> None:
         _loads.clear()
         _stores.clear()
         _warned.clear()
+    _requests.reset()
     for store in stores:
         store.close()
 
@@ -174,7 +187,13 @@ def _retry_s() -> float:
 
 
 def _lookup(
-    key: tuple[Any, ...], kernel: str, db: str | None, device: str, source_hash: str | None, shape: dict
+    key: tuple[Any, ...],
+    kernel: str,
+    db: str | None,
+    device: str,
+    source_hash: str | None,
+    shape: dict,
+    record: bool | str | None = None,
 ) -> _Answer | _Load:
     device_name = current_device_name(device)
     source = db or os.environ.get("AUTOTUNE_DB", "")
@@ -186,6 +205,7 @@ def _lookup(
             return lambda: _read_export(source, kernel, device_name)
 
         load = _rows_of((source, kernel, device_name), where, kernel, prepare)
+        lookup_db = None
     else:
         from .store.urls import default_db_url, mask_url, normalize_db_url
 
@@ -197,11 +217,13 @@ def _lookup(
             return lambda: _read_db(store, kernel, device_name)
 
         load = _rows_of((url, kernel, device_name), where, kernel, prepare)
+        lookup_db = url
     if load.rows is None:  # pending or failed: the default for now, from the cache
         _answers[key] = load
         return load
     answer = _choose(kernel, load.rows, where, device_name, source_hash, shape)
     _answers[key] = answer
+    _requests.consider(key, record, lookup_db, kernel, device_name, shape, [r.dims for r in load.rows])
     return answer
 
 

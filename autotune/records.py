@@ -31,6 +31,10 @@ class BestRecord:
     updated_at: datetime
     key_id: int
     trial_id: int
+    #: measurements behind time_s (their median) and their spread, (max - min) / median; a re-timed
+    #: finalist has several. Optional: exports of version 1 written before they existed lack them.
+    samples: int | None = None
+    spread: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -40,10 +44,11 @@ class BestRecord:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> BestRecord:
         names = {f.name for f in fields(cls)}
-        missing = names - set(d)
+        optional = {f.name for f in fields(cls) if f.default is None}
+        missing = names - set(d) - optional
         if missing:
             raise ValueError(f"record lacks {', '.join(sorted(missing))}")
-        values = {k: d[k] for k in names}
+        values = {k: d[k] for k in names if k in d}
         values["updated_at"] = datetime.fromisoformat(d["updated_at"])
         values["dims"] = {str(k): int(v) for k, v in d["dims"].items()}
         return cls(**values)

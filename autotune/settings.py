@@ -24,7 +24,9 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_HOME": "folder of the default SQLite database",
     "AUTOTUNE_TRIALS": "new evaluations per shape (default 40)",
     "AUTOTUNE_TIMEOUT": "wall-clock seconds per shape, 0 = none (default 0)",
-    "AUTOTUNE_STRATEGY": "search strategy: tpe, random, exhaustive (grid) (default tpe)",
+    "AUTOTUNE_STRATEGY": "search strategy: auto, tpe, random, exhaustive (grid) (default auto)",
+    "AUTOTUNE_RETIME_TOP": "finalists re-timed before a best is declared (default 3; 0 = none)",
+    "AUTOTUNE_RETIME_ROUNDS": "interleaved rounds of re-timing the finalists (default 3)",
     "AUTOTUNE_SEED": "strategy seed",
     "AUTOTUNE_DEVICES": "devices to time on: cuda, cuda:0,cuda:1, all or cpu (default: cuda if present)",
     "AUTOTUNE_NUM_TESTS": "timed calls per measurement (default 30)",
@@ -38,6 +40,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
     "AUTOTUNE_LOOKUP_RETRY": "seconds best_config remembers a failed database before retrying (default 60)",
+    "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
 }
 
 
@@ -125,7 +128,7 @@ class SearchSettings:
     trials: int = _default("AUTOTUNE_TRIALS", env_int, 40, minimum=1)
     #: wall-clock budget per shape in seconds (0 = none); evaluations in flight still finish
     timeout_s: float = _default("AUTOTUNE_TIMEOUT", env_float, 0.0)
-    strategy: str = _default("AUTOTUNE_STRATEGY", env_str, "tpe")
+    strategy: str = _default("AUTOTUNE_STRATEGY", env_str, "auto")
     seed: int | None = _default("AUTOTUNE_SEED", env_int, None)
     #: "" (cuda when the worker sees a GPU, else cpu), "cpu", "cuda", "cuda:0,cuda:1" or "all"
     devices: str = _default("AUTOTUNE_DEVICES", env_str, "")
@@ -139,6 +142,9 @@ class SearchSettings:
     compile_workers: int | None = _default("AUTOTUNE_COMPILE_WORKERS", env_int, None, minimum=0)
     #: seconds a claim stays valid without renewal; renewed every third of it while the search lives
     lease_s: float = _default("AUTOTUNE_LEASE", env_float, 30.0, positive=True)
+    #: the top configs measured again, interleaved over rounds on one device, before a best is declared
+    retime_top: int = _default("AUTOTUNE_RETIME_TOP", env_int, 3, minimum=0)
+    retime_rounds: int = _default("AUTOTUNE_RETIME_ROUNDS", env_int, 3, minimum=1)
     #: a JSON file listing the configs to evaluate (exactly those, in order, each checked against the
     #: space), instead of proposals from the strategy's model: e.g. an existing ``triton.Config`` list
     configs_file: str | None = None

@@ -58,6 +58,11 @@ class TrialResult:
     #: False when the timing is a placeholder (AUTOTUNE_USE_NVIDIA_TOOLS): never stored as a best
     measured: bool = True
     kernels: dict[str, Any] = field(default_factory=dict)
+    #: what the correctness check measured (``autotune.kernel.check_metrics``: diff, rms, max_ulps)
+    check: dict[str, float] | None = None
+    #: ``search`` (a config's first evaluation) or ``retime`` (a finalist measured again before a best is
+    #: declared; only ``search`` trials count as the config's evaluation for claims and the Optuna study)
+    kind: str = "search"
 
     @property
     def timed(self) -> bool:

@@ -30,7 +30,7 @@ from .engine import Backend, Candidate, EvalOptions, Pipeline, ProcessBackend, W
 from .engine.leases import LeaseKeeper
 from .env import env_hash
 from .errors import SettingsError, SpaceError
-from .search import StrategyContext, canonical_name, make_strategy
+from .search import HistoryPoint, StrategyContext, canonical_name, make_strategy
 from .settings import SearchSettings, default_compile_workers
 from .shapes import Shape, check_shape, format_shape
 from .space import Space
@@ -67,6 +67,18 @@ class TrialEvent:
 
 
 @dataclass
+class Finalist:
+    """A top config measured again, interleaved with the others, before a best is declared."""
+
+    config: dict[str, Any]
+    #: the search's one measurement, then the median and (max - min) / median over all of them
+    first_s: float
+    median_s: float
+    spread: float | None
+    samples: int
+
+
+@dataclass
 class ShapeReport:
     shape: Shape
     shape_key: str
@@ -89,6 +101,19 @@ class ShapeReport:
     #: idle seconds of the timing workers between two evaluations (median, p90)
     device_gap_s: tuple[float, float] | None = None
     devices: tuple[str, ...] = ()
+    #: the strategy that searched (after resolving: a small space under --trials is searched exhaustively)
+    strategy: str = ""
+    #: the re-timed finalists, fastest first
+    finalists: list[Finalist] = field(default_factory=list)
+
+    @property
+    def within_noise(self) -> bool:
+        """Whether the re-timed runner-up is within the winner's measured spread: either may be the best."""
+        if len(self.finalists) < 2:
+            return False
+        a, b = self.finalists[0], self.finalists[1]
+        noise = max(a.spread or 0.0, b.spread or 0.0)
+        return b.median_s <= a.median_s * (1.0 + noise)
 
     @property
     def speedup(self) -> float | None:
@@ -129,6 +154,7 @@ class Tuner:
             ),
         )
         self.owner = Owner()
+        self._features: dict[str, dict[str, dict[str, float]] | None] = {}
         self.pipeline: Pipeline | None = None
         self.info: WorkerInfo | None = None
         self.infos: list[WorkerInfo] = []
@@ -188,6 +214,26 @@ class Tuner:
         self.space.find_valid(self.info.facts)
         return self.info
 
+    def features(self, shape: dict[str, int], configs: list[dict[str, Any]]) -> list[dict[str, float]] | None:
+        """The kernel file's analytic features of ``configs`` on ``shape``, computed by the first timing
+        worker (only between shapes: nothing is in flight then) and cached; None without a hook."""
+        assert self.pipeline is not None and self.info is not None
+        timer = self.pipeline.timers[0]
+        fn = getattr(timer, "features", None)
+        if fn is None:
+            return None
+        cache = self._features.setdefault(format_shape(shape), {})
+        if cache is None:
+            return None
+        todo = {config_hash(c): c for c in configs if config_hash(c) not in cache}
+        if todo:
+            rows = fn(dict(shape), list(todo.values()), dict(self.info.facts))
+            if rows is None:
+                self._features[format_shape(shape)] = None
+                return None
+            cache.update(zip(todo, rows, strict=True))
+        return [cache[config_hash(c)] for c in configs]
+
     def resolve_shapes(self, shapes: list[dict[str, int]] | None) -> list[Shape]:
         assert self.info is not None
         params = self.info.meta.shape_params
@@ -195,17 +241,28 @@ class Tuner:
 
     # ------------------------------------------------------------------ one shape
 
-    def search_shape(self, shape: Shape) -> ShapeReport:
+    def search_shape(self, shape: Shape, *, warm_start: list[dict[str, Any]] | None = None) -> ShapeReport:
+        """``warm_start``: configs evaluated first (after the default), before the strategy's proposals, e.g.
+        the best configs of the same shape under an older environment (nightly re-tunes); those not valid
+        in the space here are skipped."""
         assert self.info is not None and self.pipeline is not None
         from .search.study_sync import StudyWriter
 
         run = _ShapeRun(self, shape)
+        for config in warm_start or ():
+            try:
+                config = run.space.normalize(config)
+            except SpaceError:  # a param the space no longer has
+                continue
+            if not run.space.check(config, run.facts) and config not in run.first:
+                run.first.append(config)
         writer = StudyWriter(self.store, run.key.study_name, run.space)
         failed = False
         try:
             with LeaseKeeper(self.store, self.owner, self.settings.lease_s):
                 run.seed_from_store(writer)
                 run.loop(writer)
+                run.retime()
         except BaseException:
             failed = True
             # Interrupted or failed: hand unfinished claims back at once (others need not wait for the lease).
@@ -263,7 +320,7 @@ class _ShapeRun:
             self.valid = None  # sampled, never listed (Tuner.start checked that something is valid)
         self.report.valid_configs = len(self.valid) if self.valid is not None else None
         name = "exhaustive" if listed is not None else canonical_name(self.s.strategy)
-        if name == "tpe" and self.valid is not None and len(self.valid) <= self.s.trials:
+        if name in ("tpe", "auto") and self.valid is not None and len(self.valid) <= self.s.trials:
             name = "exhaustive"  # the whole valid space fits the budget: no model needed
         if name == "exhaustive" and self.valid is None:
             size = self.space.size_unconstrained(self.facts)
@@ -271,8 +328,31 @@ class _ShapeRun:
                 f"--strategy exhaustive over {size:,} combinations: too many to list; use tpe or random"
             )
         self.report.exhaustive = name == "exhaustive"
+        self.report.strategy = name
         self.report.budget = self.s.trials
-        self.strategy = make_strategy(name, StrategyContext(self.space, self.facts, self.s.seed, self.valid))
+        # what the store knows of other shapes (devices, versions): the auto strategy's training data, and
+        # the order of a budgeted exhaustive search
+        history: list[HistoryPoint] = []
+        if name in ("auto", "exhaustive") and listed is None:
+            history = [
+                HistoryPoint(dims, config, t, w)
+                for dims, config, t, w in self.store.transfer_history(
+                    meta.name, self.space.hash(), dict(tuner.info.env), exclude_key_id=self.key.id
+                )
+            ]
+        ctx = StrategyContext(
+            self.space,
+            self.facts,
+            self.s.seed,
+            self.valid,
+            shape=dict(shape),
+            shape_params=tuple(meta.shape_params),
+            default=self.default,
+            history=history,
+            features=tuner.features,
+            budget=self.s.trials,
+        )
+        self.strategy = make_strategy(name, ctx)
         self.rng = random.Random(self.s.seed)
         self.known: dict[str, TrialResult] = {}
         self.busy: set[str] = set()
@@ -289,6 +369,8 @@ class _ShapeRun:
         self.started_at: dict[str, datetime] = {}
         # until this shape's default config has run, candidates get the fixed bound
         self.pipeline.set_run_timeout(self.s.run_timeout_s)
+        self.pipeline.accept()
+        self.cut = False  # the deadline passed and the candidates not yet timing were handed back
 
     # -- what the store knows
 
@@ -299,13 +381,13 @@ class _ShapeRun:
         settled = self.store.settled_trials(self.key.id, older_than_s=_ADOPT_AFTER_S) if stored else set()
         for trial_id, res in stored:
             self._learn(trial_id, res)
-            if trial_id in settled:
+            if trial_id in settled and res.kind == "search":
                 writer.add(trial_id, res)
 
     def _learn(self, trial_id: int, res: TrialResult) -> None:
         """A stored result, from any process: reuse it and tell the strategy."""
         self.last_id = max(self.last_id, trial_id)
-        if trial_id in self.mine:
+        if trial_id in self.mine or res.kind != "search":  # a finalist's re-timing is not a new result
             return
         h = config_hash(res.config)
         first_time = h not in self.known
@@ -332,12 +414,14 @@ class _ShapeRun:
 
     def _depth(self) -> int:
         """Candidates in flight that keep every stage busy: each compiler one ahead, each device four (so
-        the pipeline is refilled in batches, one claim transaction per batch, before it runs dry)."""
-        return self.pipeline.compile_workers + 4 * len(self.pipeline.timers)
+        the pipeline is refilled in batches, one claim transaction per batch, before it runs dry); fewer
+        when the strategy asks for small batches (``max_in_flight``)."""
+        full = self.pipeline.compile_workers + 4 * len(self.pipeline.timers)
+        return min(full, getattr(self.strategy, "max_in_flight", None) or full)
 
     def _low_water(self) -> int:
         """Refill when fewer than this are in flight: every compiler and device still has one queued."""
-        return self.pipeline.compile_workers + 2 * len(self.pipeline.timers)
+        return min(self._depth(), self.pipeline.compile_workers + 2 * len(self.pipeline.timers))
 
     def _unseen(self) -> dict[str, Any] | None:
         """A valid config nobody has evaluated or claimed: the fallback when the strategy repeats itself."""
@@ -450,9 +534,33 @@ class _ShapeRun:
             if time.monotonic() >= next_refresh:
                 self.refresh()
                 next_refresh = time.monotonic() + _REFRESH_S
+            if not self.cut and time.monotonic() >= self.deadline:
+                self._cut_at_deadline()
             self.loop_s += time.monotonic() - t0
 
+    def _cut_at_deadline(self) -> None:
+        """``--timeout`` holds within the evaluations timing when it passes: the candidates still queued or
+        compiling are handed back (claims released, not counted, told to the strategy as not evaluated)."""
+        self.cut = True
+        self._hand_back(self.pipeline.drop_pending())
+
+    def _hand_back(self, cands: list[Candidate]) -> None:
+        if not cands:
+            return
+        for c in cands:
+            self.in_flight.pop(c.config_hash, None)
+            self.started_at.pop(c.config_hash, None)
+            self.report.evaluations -= 1
+            self.strategy.tell(c.config, None)
+        self.store.release_claims(self.t.owner, [c.config_hash for c in cands])
+
     def _store_outcomes(self, outs: list[Any], writer: Any) -> None:
+        dropped = [o.candidate for o in outs if o.dropped]
+        if dropped:
+            self._hand_back(dropped)
+            outs = [o for o in outs if not o.dropped]
+            if not outs:
+                return
         now = datetime.now(timezone.utc)
         for out in outs:
             self.in_flight.pop(out.candidate.config_hash, None)
@@ -479,11 +587,49 @@ class _ShapeRun:
                     TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)
                 )
 
+    def retime(self) -> None:
+        """Measure the top ``--retime-top`` configs of the key again, ``--retime-rounds`` rounds interleaved
+        (A B C, B C A, ...) on one device, before the best is declared: one sample of a ~1 % noisy
+        measurement can crown the wrong config. Stored as ``retime`` trials; the best row then keeps the
+        median and spread of each config's measurements (``Store.refresh_best``)."""
+        k, rounds = self.s.retime_top, self.s.retime_rounds
+        if k < 1 or rounds < 1 or not self.finished or time.monotonic() >= self.deadline:
+            return  # nothing measured here (a rerun that only reused results), or the time is up
+        ranked = sorted((r for r in self.known.values() if r.timed), key=lambda r: r.time_s or math.inf)
+        top = ranked[:k]
+        if not top:
+            return
+        timer = self.pipeline.timers[0]
+        samples: dict[str, list[float]] = {config_hash(r.config): [r.time_s or 0.0] for r in top}
+        for rnd in range(rounds):
+            if time.monotonic() >= self.deadline:
+                break  # --timeout holds: the rounds done so far count
+            order = top[rnd % len(top) :] + top[: rnd % len(top)]
+            results = []
+            for r in order:
+                started = datetime.now(timezone.utc)
+                res = timer.evaluate(dict(r.config), dict(self.shape))
+                res.kind, res.device = "retime", res.device or self.report.devices[0]
+                if res.timed:
+                    samples[config_hash(r.config)].append(res.time_s or 0.0)
+                results.append((res, started, datetime.now(timezone.utc)))
+            self.store.record_trials(self.key.id, [x for x in results if x[0].timed])
+        for r in top:
+            times = sorted(samples[config_hash(r.config)])
+            median = statistics.median(times)
+            spread = (times[-1] - times[0]) / median if len(times) > 1 and median > 0 else None
+            self.report.finalists.append(
+                Finalist(dict(r.config), r.time_s or 0.0, median, spread, len(times))
+            )
+        self.report.finalists.sort(key=lambda f: f.median_s)
+
     def finish(self) -> ShapeReport:
         r = self.report
         r.wall_s = time.monotonic() - self.started
         best = self.store.refresh_best(self.key.id)
         r.best = self.store.find_trial(self.key.id, config_hash(best.config)) if best is not None else None
+        if r.best is not None and best is not None and (best.samples or 1) > 1:
+            r.best.time_s = best.time_s  # the re-timed median
         r.default = self.store.find_trial(self.key.id, config_hash(self.default)) if self.default else None
         r.total_statuses = self.store.trial_counts(self.key.id)
         if self.finished:

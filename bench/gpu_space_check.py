@@ -37,7 +37,16 @@ def _worker(job: tuple[int, list[dict[str, Any]], str]) -> list[dict[str, Any]]:
 
     kernel = load_kernel_file(KERNEL_FILE).kernel
     mod = sys.modules[type(kernel).__module__]
-    fn = mod._autotune_gemm_fp8_kernel
+
+    def jit_fn(cfg: dict[str, Any]) -> Any:
+        """The Triton function whose compiled kernel the config launches (None: the library's)."""
+        impl = cfg.get("IMPL", "triton")
+        if impl == "persistent":
+            return mod._autotune_gemm_fp8_persistent
+        if impl == "triton" and cfg["SPLIT_K"] > 1 and cfg.get("SPLIT_REDUCE") == "fused":
+            return mod._autotune_gemm_fp8_splitk_fused
+        return mod._autotune_gemm_fp8_kernel if impl == "triton" else None
+
     torch.manual_seed(wid)
     data = []
     for s in SHAPES:
@@ -48,14 +57,16 @@ def _worker(job: tuple[int, list[dict[str, Any]], str]) -> list[dict[str, Any]]:
         for shape, inp, ref in data:
             row: dict[str, Any] = {"config": cfg, "shape": shape}
             dev = torch.cuda.current_device()
-            cache_before = set(fn.device_caches[dev][0]) if dev in fn.device_caches else set()
+            fn = jit_fn(cfg)
+            caches = fn.device_caches if fn is not None else {}
+            cache_before = set(caches[dev][0]) if dev in caches else set()
             t0 = time.perf_counter()
             try:
-                out = kernel.compile(cfg, inp)()  # compiles and runs once
+                out = kernel.compile(cfg, inp)()  # compiles and runs once, then again (fused: counters reset)
                 torch.cuda.synchronize()
                 row["wrong_result"] = kernel.compare(out, ref)
                 row["ok"] = row["wrong_result"] is None
-                new = [k for key, k in fn.device_caches[dev][0].items() if key not in cache_before]
+                new = [k for key, k in caches[dev][0].items() if key not in cache_before] if fn else []
                 if new:
                     k = new[0]
                     row |= {"n_regs": k.n_regs, "n_spills": k.n_spills, "shared": int(k.metadata.shared)}
@@ -71,6 +82,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--procs", type=int, default=12)
     ap.add_argument("--limit", type=int, default=0, help="only every k-th config, to cap the run (0: all)")
+    ap.add_argument(
+        "--impl", default="", help="only configs of these IMPLs (comma-separated), e.g. persistent"
+    )
+    ap.add_argument(
+        "--split-reduce", default="", help="only split-K configs reduced this way (kernel, fused)"
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from autotune.env import device_facts
@@ -80,6 +97,10 @@ def main() -> None:
     with ctx.Pool(1) as p:  # facts from a child: the parent never initializes CUDA before forking workers
         facts = p.apply(device_facts, ("cuda",))
     configs = list(Space.from_yaml(SPACE_FILE).enumerate(facts))
+    if args.impl:
+        configs = [c for c in configs if c.get("IMPL", "triton") in args.impl.split(",")]
+    if args.split_reduce:
+        configs = [c for c in configs if c.get("SPLIT_REDUCE") == args.split_reduce]
     if args.limit and len(configs) > args.limit:
         step = len(configs) / args.limit
         configs = [configs[int(i * step)] for i in range(args.limit)]

@@ -1,4 +1,10 @@
-"""Time every valid gemm_fp8 config on a few shapes, plus cuBLASLt (torch._scaled_mm), and write landscapes.
+"""Time every valid gemm_fp8 config on a few shapes, plus cuBLASLt (torch._scaled_mm), and write landscapes
+in the format ``autotune replay`` reads (autotune/landscape.py documents it).
+
+Uses the frozen wave-2 kernel file (bench/kernels/gemm_fp8_wave2.py, its space beside it) unless --kernel
+names another. Each config's output is judged by the kernel's check (``compare_outputs``) and, for the
+record, by the wave-1 check (``legacy_check``: isclose at 0.02 of the RMS), so the landscapes count what
+the old check rejected.
 
 On the H200, from the repo root:   PYTHONPATH=. python bench/landscape.py --out $OUT
 CPU smoke run (interpreter):        TRITON_INTERPRET=1 PYTHONPATH=. python bench/landscape.py --device cpu \\
@@ -25,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNEL_FILE = ROOT / "examples" / "gemm_fp8.py"
-SPACE_FILE = ROOT / "search_spaces" / "gemm_fp8.yaml"
+KERNEL_FILE = ROOT / "bench" / "kernels" / "gemm_fp8_wave2.py"
 DEFAULT_SHAPES = "64x2112x7168,128x24576x1536,4096x7168x2048,4096x4096x7168"
 # Dims divisible by 16 and K by 128 (so EVEN_K matches the real shapes): the compile is what is reused.
 PRECOMPILE_SHAPE = {"M": 128, "N": 256, "K": 512}
@@ -54,11 +59,13 @@ def load_example() -> Any:
 # ---- space and timing ---------------------------------------------------------------------------------
 
 
-def load_space(facts: Mapping[str, int]) -> tuple[list[dict[str, Any]], str]:
+def load_space(facts: Mapping[str, int]) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
+    from autotune.kernel import resolve_space
     from autotune.space import Space
 
-    space = Space.from_yaml(SPACE_FILE)
-    return list(space.enumerate(facts)), space.hash()
+    space_def, source = resolve_space(KERNEL_FILE, load_example().KERNEL.space)
+    space = Space.from_dict(space_def, source=source)
+    return list(space.enumerate(facts)), space.hash(), space.to_dict()
 
 
 def wall_time(fn: Callable[[], Any], num_tests: int) -> float:
@@ -73,8 +80,9 @@ def wall_time(fn: Callable[[], Any], num_tests: int) -> float:
 # ---- precompile pool ----------------------------------------------------------------------------------
 
 
-def _pool_init(device: str) -> None:
-    global _small_inputs
+def _pool_init(device: str, kernel_file: str) -> None:
+    global _small_inputs, KERNEL_FILE
+    KERNEL_FILE = Path(kernel_file)
     _small_inputs = load_example().KERNEL.make_inputs(PRECOMPILE_SHAPE, device)
 
 
@@ -106,7 +114,7 @@ def precompile_all(
     ctx = mp.get_context("spawn")
     try:
         with cf.ProcessPoolExecutor(
-            workers, mp_context=ctx, initializer=_pool_init, initargs=(device,)
+            workers, mp_context=ctx, initializer=_pool_init, initargs=(device, str(KERNEL_FILE))
         ) as pool:
             futs = {pool.submit(_precompile, c): i for i, c in enumerate(configs)}
             for n, fut in enumerate(cf.as_completed(futs), 1):
@@ -135,17 +143,15 @@ def shape_tag(shape: Mapping[str, int]) -> str:
     return f"{shape['M']}x{shape['N']}x{shape['K']}"
 
 
-def matches(kernel: Any, out: Any, ref: Any) -> str | None:
-    """None if ``out`` is right. Checked on the device first (copying a 4096x7168 output to the host for
-    every config would dominate the run); KERNEL.compare words the error."""
-    import torch
+def legacy_check(out: Any, ref: Any) -> str | None:
+    """The wave-1 gemm_fp8 check: isclose at rtol = atol = 0.02 of the reference's RMS."""
+    from autotune.kernel import compare_tensors
 
-    if out.is_cuda and tuple(out.shape) == tuple(ref.shape):
-        o, r = out.float(), ref.float()
-        rms = r.square().mean().sqrt().clamp_min(1e-30)
-        if bool(torch.isclose(o / rms, r / rms, rtol=kernel.rtol, atol=kernel.atol).all()):
-            return None
-    return kernel.compare(out, ref)
+    if tuple(out.shape) != tuple(ref.shape):
+        return "shape"
+    r = ref.float()
+    rms = float(r.square().mean().sqrt()) or 1.0
+    return compare_tensors(out.float() / rms, r / rms, 0.02, 0.02)
 
 
 def run_shape(
@@ -208,7 +214,13 @@ def run_shape(
             row.update(status=classify(exc), error=f"{type(exc).__name__}: {exc}"[:2000])
             continue
         try:
-            err = matches(kernel, run(), ref)
+            from autotune.kernel import check_metrics
+
+            out = run()
+            err = kernel.compare(out, ref)
+            row["check"] = check_metrics(out, ref)
+            row["legacy_check"] = legacy_check(out, ref)
+            del out
             if err:
                 row.update(status="wrong_result", error=err)
                 continue
@@ -238,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma-separated MxNxK")
     ap.add_argument("--out", default=str(ROOT / "bench" / "landscapes"))
+    ap.add_argument("--kernel", default=None, help="kernel file (gemm_fp8-like; default: the frozen copy)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--max-configs", type=int, default=0, help="time only the first N valid configs (0: all)")
     ap.add_argument(
@@ -246,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=min(14, max(1, (os.cpu_count() or 2) - 2)))
     ap.add_argument("--num-tests", type=int, default=30)
     args = ap.parse_args(argv)
+    global KERNEL_FILE
+    KERNEL_FILE = Path(args.kernel).resolve() if args.kernel else KERNEL_FILE
     start = time.perf_counter()
     cuda = args.device.startswith("cuda")
     if not cuda and os.environ.get("TRITON_INTERPRET") != "1":
@@ -257,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
     facts = device_facts(args.device)
     gpu = torch.cuda.get_device_name(torch.device(args.device)) if cuda else "cpu (interpreter)"
-    configs, space_hash = load_space(facts)
+    configs, space_hash, space_dict = load_space(facts)
     n_valid = len(configs)
     if args.max_configs:
         configs = configs[: args.max_configs]
@@ -278,10 +293,16 @@ def main(argv: list[str] | None = None) -> int:
         rows, sm = res["rows"], res["scaled_mm_s"]
         ok = [r for r in rows if r["status"] == "ok"]
         doc = {
+            "format": "autotune-landscape",
+            "version": 1,
             "kernel": kernel.name,
+            "device_name": gpu,
+            "facts": facts,
             "gpu": gpu,
             "shape": shape,
+            "space": space_dict,
             "space_hash": space_hash,
+            "default_config": dict(kernel.default_config),
             "num_tests": args.num_tests,
             "scaled_mm_s": sm,
             "scaled_mm_tflops": kernel.flops(shape) / sm / 1e12 if sm else None,

@@ -52,6 +52,7 @@ PROBLEM = {"M": 4096, "N": 7168, "K": 7168}  # every BLOCK_K divides K: EVEN_K
 RAGGED_K = 7168 + 16  # K % 16 == 0 (same stride specialization), K % 64 != 0: EVEN_K=False
 
 _fn: Any = None
+_fns: dict[str, Any] = {}
 _backend: Any = None
 _target: Any = None
 
@@ -60,7 +61,7 @@ def _init_worker(cache_dir: str) -> None:
     os.environ["TRITON_CACHE_DIR"] = cache_dir  # fresh cache: every compile is a real one
     os.environ.pop("TRITON_INTERPRET", None)
     sys.path.insert(0, str(ROOT))
-    global _fn, _backend, _target
+    global _fn, _fns, _backend, _target
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
 
@@ -70,6 +71,12 @@ def _init_worker(cache_dir: str) -> None:
     _backend = make_backend(_target)
     mod = sys.modules[type(load_kernel_file(KERNEL_FILE).kernel).__module__]
     _fn = mod._autotune_gemm_fp8_kernel
+    _fns = {
+        "main": mod._autotune_gemm_fp8_kernel,
+        "fused": mod._autotune_gemm_fp8_splitk_fused,
+        "atomic": mod._autotune_gemm_fp8_splitk_fused,  # ATOMIC=True
+        "persistent": mod._autotune_gemm_fp8_persistent,
+    }
 
 
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
@@ -93,23 +100,34 @@ def compile_one(c: dict[str, Any]) -> dict[str, Any]:
         a = TensorDescriptor(a, [M, K], [K, 1], [bm, bk])
         b = TensorDescriptor(b, [N, K], [K, 1], [bn, bk])
     out, f32 = torch.empty(M, N, dtype=torch.bfloat16), torch.empty(1)
-    args = (a, b, out, f32, f32, f32, M, N, K, K, K, N)
-    kw: dict[str, Any] = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=c["GROUP_M"], SPLIT_K=c["SPLIT_K"])
-    kw |= dict(USE_TMA=bool(c["USE_TMA"]), EVEN_K=K % bk == 0, num_stages=c["num_stages"])
-    kw |= dict(num_warps=c["num_warps"], debug=False, instrumentation_mode="")
+    variant = c.get("variant", "main")
+    fn = _fns[variant]
+    kw: dict[str, Any] = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=c["GROUP_M"])
+    if variant == "persistent":
+        # the launch's specialization on an H200: 132 programs
+        if c.get("TMA_STORE"):
+            out = TensorDescriptor(out, [M, N], [N, 1], [bm, bn])
+        args: tuple[Any, ...] = (a, b, out, f32, f32, M, N, K, N)
+        kw |= dict(NUM_PROGRAMS=132, FLATTEN=bool(c["FLATTEN"]), TMA_STORE=bool(c.get("TMA_STORE")))
+    else:
+        counters = torch.empty(1, dtype=torch.int32)
+        ws = (f32, counters) if variant in ("fused", "atomic") else (f32,)
+        args = (a, b, out, *ws, f32, f32, M, N, K, K, K, N)
+        kw |= dict(SPLIT_K=c["SPLIT_K"], USE_TMA=bool(c["USE_TMA"]), EVEN_K=K % bk == 0)
+        if variant in ("fused", "atomic"):
+            kw["ATOMIC"] = variant == "atomic"
+    kw |= dict(num_stages=c["num_stages"], num_warps=c["num_warps"], debug=False, instrumentation_mode="")
     res: dict[str, Any] = {"ok": False}
     t0 = time.perf_counter()
     log = io.StringIO()
     try:
-        bound, spec, options = create_function_from_signature(_fn.signature, _fn.params, _backend)(
-            *args, **kw
-        )
-        options, sig, constexprs, attrs = _fn._pack_args(_backend, kw, bound, spec, options)
+        bound, spec, options = create_function_from_signature(fn.signature, fn.params, _backend)(*args, **kw)
+        options, sig, constexprs, attrs = fn._pack_args(_backend, kw, bound, spec, options)
         with knobs.nvidia.scope():
             knobs.nvidia.dump_ptxas_log = True  # Triton prints ptxas -v's log: registers and spills
             with contextlib.redirect_stdout(log):
                 compiled = triton.compile(
-                    ASTSource(_fn, sig, constexprs, attrs), target=_target, options=options.__dict__
+                    ASTSource(fn, sig, constexprs, attrs), target=_target, options=options.__dict__
                 )
         md = compiled.metadata
         res.update(ok=True, shared=int(md.shared))
@@ -132,11 +150,61 @@ def pipeline_bytes(c: dict[str, Any]) -> int:
     return c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"]
 
 
+def smem_model(r: dict[str, Any]) -> int:
+    """The shared-memory expressions of search_spaces/gemm_fp8.yaml, per kernel."""
+    pipe = pipeline_bytes(r) + (8 * r["num_stages"] if r["USE_TMA"] else 0)
+    if r.get("variant") == "persistent" and r.get("TMA_STORE"):
+        return pipe + 2 * r["BLOCK_M"] * r["BLOCK_N"]  # the bf16 output tile, staged for the TMA store
+    if r.get("variant") == "persistent":
+        # FLATTEN adds an epilogue buffer beside the pipeline buffers: at most a bf16 tile of
+        # min(BLOCK_M, 128) x min(BLOCK_N, 128) (exactly that with 8 warps; 8 KiB for most 4-warp tiles)
+        return pipe + (2 * min(r["BLOCK_M"], 128) * min(r["BLOCK_N"], 128) if r["FLATTEN"] else 0)
+    return max(pipe, 4 * r["BLOCK_M"] * r["BLOCK_N"] if r["SPLIT_K"] > 1 else 0)
+
+
 def regs_ok(bm: int, bn: int, warps: int) -> bool:
     return bm * bn <= 4096 * warps
 
 
+def variant_combos(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``--variants fused,atomic,persistent``: the kernels added with IMPL (issue 11), probed like the main
+    one.
+
+    - fused / atomic (SPLIT_REDUCE=fused / atomic, one kernel with ATOMIC on/off): BLOCK_M 64 only (the space tunes split-K with 64-row tiles), TMA on/off,
+      SPLIT_K 2 (the value is a loop bound); ragged-K pointer loads at the most stages that fit;
+    - persistent: every tile, FLATTEN on/off, always TMA."""
+    base = {"GROUP_M": 8, **PROBLEM}
+    out: list[dict[str, Any]] = []
+    wanted = set(args.variants.split(","))
+    for bm, bn, bk, warps in itertools.product(TILES, TILES, TILES, (4, 8)):
+        if not regs_ok(bm, bn, warps):
+            continue
+        kinds: list[dict[str, Any]] = []
+        for v in ("fused", "atomic"):
+            if v in wanted and bm == 64:
+                kinds += [dict(variant=v, USE_TMA=tma, SPLIT_K=2, FLATTEN=False) for tma in (False, True)]
+        if "persistent" in wanted:
+            kinds += [
+                dict(variant="persistent", USE_TMA=True, SPLIT_K=1, FLATTEN=f, TMA_STORE=st)
+                for f in (False, True)
+                for st in {"both": (False, True), "on": (True,), "off": (False,)}[args.tma_store]
+            ]
+        for kind in kinds:
+            for stages in range(2, args.max_stages + 1):
+                c = dict(base, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_stages=stages, num_warps=warps)
+                out.append(c | kind | {"kind": kind["variant"]})
+                if pipeline_bytes(c) > args.limit:
+                    break
+            if kind["variant"] in ("fused", "atomic") and not kind["USE_TMA"] and args.ragged_k:
+                fits = [s for s in range(2, args.max_stages + 1) if s * (bm + bn) * bk <= args.limit]
+                c = dict(base, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_stages=max(fits), num_warps=warps)
+                out.append(c | kind | {"K": RAGGED_K, "kind": f"{kind['variant']}_ragged_k"})
+    return out
+
+
 def combos(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.variants:
+        return variant_combos(args)
     base = {"GROUP_M": 8, **PROBLEM}
     out: list[dict[str, Any]] = []
     for bm, bn, bk, warps, tma, sk in itertools.product(TILES, TILES, TILES, (4, 8), (False, True), (1, 2)):
@@ -173,7 +241,7 @@ def combos(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def summarize(rows: list[dict[str, Any]], limit: int) -> dict[str, Any]:
     ok = [r for r in rows if r.get("ok")]
-    main = [r for r in ok if r["kind"] == "main"]
+    main = [r for r in ok if r["kind"] in ("main", "fused", "atomic", "persistent")]
     s: dict[str, Any] = {
         "compiled": len(rows),
         "compile_ok": len(ok),
@@ -184,8 +252,7 @@ def summarize(rows: list[dict[str, Any]], limit: int) -> dict[str, Any]:
     # The shared-memory model the space's constraint uses, against every compile.
     model_misses = []
     for r in main:
-        pipe = pipeline_bytes(r) + (8 * r["num_stages"] if r["USE_TMA"] else 0)
-        model = max(pipe, 4 * r["BLOCK_M"] * r["BLOCK_N"] if r["SPLIT_K"] > 1 else 0)
+        model = smem_model(r)
         r["model"] = model
         if (r["shared"] <= limit) != (model <= limit) or r["shared"] > model:
             model_misses.append(r)
@@ -207,6 +274,17 @@ def main() -> None:
     ap.add_argument("--no-rejected", dest="rejected", action="store_false")
     ap.add_argument("--no-ragged-k", dest="ragged_k", action="store_false")
     ap.add_argument("--no-splitk-values", dest="splitk_values", action="store_false")
+    ap.add_argument(
+        "--variants",
+        default="",
+        help="probe the IMPL variants instead (fused,atomic,persistent); e.g. --out bench/results/smem_probe_sm90_variants.json",
+    )
+    ap.add_argument(
+        "--tma-store",
+        choices=("both", "on", "off"),
+        default="both",
+        help="persistent: TMA_STORE values to probe",
+    )
     ap.add_argument("--only", type=int, default=0, help="probe only the first N combinations (a smoke test)")
     args = ap.parse_args()
 
@@ -238,7 +316,7 @@ def main() -> None:
             row = {**c, **r}
             rows.append(row)
             print(
-                f"[{i + 1}/{len(todo)}] {c['kind']:<17} {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} "
+                f"[{i + 1}/{len(todo)}] {c['kind']:<17} f{int(c.get('FLATTEN', 0))} {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} "
                 f"s{c['num_stages']} w{c['num_warps']} tma={int(c['USE_TMA'])} sk={c['SPLIT_K']} K={c['K']}: "
                 f"shared={r.get('shared')} regs={r.get('regs')} spills={r.get('spill_stores')} "
                 f"{r['compile_s']}s{' ERROR ' + r['error'][:120] if not r['ok'] else ''}",

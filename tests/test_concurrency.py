@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -74,9 +75,16 @@ def check_no_duplicates(url: str) -> None:
     assert store.duplicate_measurements() == 0
     assert len(set(hashes)) == SPACE_SIZE and all(t.status is TrialStatus.OK for t in ran)
     assert store.running_claims(key) == {}
-    # a consistent best row: the fastest stored trial
+    # a consistent best row: the lowest median over each config's measurements (its search trial and the
+    # finalists' re-timings, which every searcher adds)
+    samples: dict[str, list[float]] = {}
+    for t in store.trials(key, retimed=True):
+        if t.status is TrialStatus.OK:
+            samples.setdefault(config_hash(t.config), []).append(t.time_s)
+    medians = {h: statistics.median(v) for h, v in samples.items()}
     best = store.best("tiny")
-    assert len(best) == 1 and best[0].time_s == min(t.time_s for t in ran)
+    assert len(best) == 1 and best[0].time_s == pytest.approx(min(medians.values()))
+    assert best[0].samples == len(samples[min(medians, key=medians.get)])
     import optuna
 
     study = optuna.load_study(study_name=rows[0]["study_name"], storage=url)

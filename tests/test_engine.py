@@ -166,6 +166,8 @@ def test_search_with_simulated_devices(sqlite_url, devices):
     store = tuner.store
     key = store.summary()[0]["key_id"]
     trials = store.trials(key)
+    # the finalists' re-timings are extra trials on one device, never copied to the study
+    assert len(store.trials(key, retimed=True)) == len(trials) + 3 * 3 and len(report.finalists) == 3
     assert {t.device for t in trials if t.status is TrialStatus.OK} == set(report.devices)
     assert store.duplicate_measurements() == 0 and store.running_claims(key) == {}
     # the Optuna study in the database: every trial, finished, with real times (no penalty values)

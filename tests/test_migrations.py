@@ -195,7 +195,7 @@ def test_upgrade_from_a_database_written_by_0001(tmp_path):
     store = Store(f"sqlite:///{db}")
     with pytest.raises(SchemaOutOfDateError, match="autotune db upgrade"):
         store.check_schema()
-    assert store.upgrade() == ("0001", "0002")
+    assert store.upgrade() == ("0001", "0004")
     store.check_schema()
     assert schema_diffs(store) == []
     with sqlite3.connect(db) as conn:
@@ -213,4 +213,44 @@ def test_upgrade_from_a_database_written_by_0001(tmp_path):
         claim = store.claim(key_id, config_hash(t.config), Owner(), lease_s=30)
         assert claim.state is ClaimState.DONE
     assert store.best("matmul_cpu")[0].trial_id == best_before[0][1]
+    store.close()
+
+
+def test_0003_adds_the_nightly_tables_and_keeps_every_row(db_url):
+    """0002 -> 0003 (issue 10): three new tables, nothing else touched; and back."""
+    from datetime import datetime, timezone
+
+    from alembic import command
+    from sqlalchemy import text
+
+    from autotune.store import _alembic_config
+
+    nightly = {"autotune_shape_requests", "autotune_verifications", "autotune_nightly_runs"}
+    store = Store(db_url)
+
+    def migrate(fn, rev: str) -> None:
+        with store.engine.begin() as conn:
+            cfg = _alembic_config()
+            cfg.attributes["connection"] = conn
+            fn(cfg, rev)
+
+    migrate(command.upgrade, "0002")
+    assert not nightly & set(inspect(store.engine).get_table_names())
+    # raw SQL: the models are at head, which may be past 0003
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO autotune_kernels (name, source_hash, created_at) VALUES ('k', 'a', :t)"),
+            {"t": datetime.now(timezone.utc)},
+        )
+
+    def kernels() -> list:
+        with store.engine.connect() as conn:
+            return conn.execute(text("SELECT name, source_hash FROM autotune_kernels")).all()
+
+    migrate(command.upgrade, "0003")
+    assert nightly <= set(inspect(store.engine).get_table_names())
+    assert kernels() == [("k", "a")]
+    migrate(command.downgrade, "0002")
+    assert not nightly & set(inspect(store.engine).get_table_names())
+    assert kernels() == [("k", "a")]
     store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -74,13 +75,20 @@ def test_search_store_best_and_lookup(url):
     ok = [t for t in trials if t.status is TrialStatus.OK]
     measured = [t for t in trials if t.status is not TrialStatus.INVALID]
     assert len(measured) == 5 and ok
-    best_time = min(t.time_s for t in ok)
     # the default config is always evaluated (the speedup baseline)
     assert any(t.config == {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "ORDER": "mn"} for t in measured)
+    # the 3 fastest were re-timed in 3 interleaved rounds; the best is the lowest median of its 4 samples
+    samples: dict[str, list[float]] = {}
+    for t in store.trials(store.summary()[0]["key_id"], retimed=True):
+        if t.status is TrialStatus.OK:
+            samples.setdefault(json.dumps(t.config, sort_keys=True), []).append(t.time_s)
+    assert sorted(len(v) for v in samples.values())[-3:] == [4, 4, 4]
+    medians = {k: statistics.median(v) for k, v in samples.items()}
+    best_key = min(medians, key=medians.get)
 
     shown = json.loads(autotune("best", "matmul_cpu", "--shape", "K=64,N=64,M=64", "--db", url).stdout)
-    assert shown["time_s"] == pytest.approx(best_time)
-    assert shown["config"] == next(t.config for t in ok if t.time_s == best_time)
+    assert shown["time_s"] == pytest.approx(medians[best_key])
+    assert shown["config"] == json.loads(best_key) and shown["samples"] == 4
 
     lookup.clear_cache()
     assert lookup.best_config("matmul_cpu", M=64, N=64, K=64, db=url, device="cpu") == shown["config"]
@@ -339,9 +347,14 @@ def test_gemm_fp8_search_runs_in_the_triton_interpreter(sqlite_url):
     assert len(measured) == 4 and all(t.status is TrialStatus.OK for t in measured), [
         t.error for t in measured
     ]
-    split = [t for t in measured if t.config["SPLIT_K"] > 1]
-    for t in split:  # split-K times both of its kernels
-        assert set(t.kernels) == {"_autotune_gemm_fp8_kernel", "_autotune_gemm_fp8_splitk_reduce"}
+    split = [t for t in measured if t.config.get("SPLIT_K", 1) > 1]
+    for t in split:  # split-K times every kernel it launches: partials + reduction, or the one fused kernel
+        expected = (
+            {"_autotune_gemm_fp8_kernel", "_autotune_gemm_fp8_splitk_reduce"}
+            if t.config.get("SPLIT_REDUCE", "kernel") == "kernel"
+            else {"_autotune_gemm_fp8_splitk_fused"}
+        )
+        assert set(t.kernels) == expected
     assert store.best("gemm_fp8")[0].config in [t.config for t in measured]
     # without the interpreter the kernel file says what to do, instead of failing every config
     proc = autotune(*args, check=False, env={"TRITON_INTERPRET": "0"})

@@ -152,8 +152,10 @@ class SimulatedEvaluator:
         device: str = "sim:0",
         compile_s: float = 0.0,
         eval_s: float = 0.0,
+        features: Any = None,
     ):
         self.info = info
+        self._features = features
         self.device = device
         self._answer = answer
         self.compile_s = compile_s
@@ -181,6 +183,14 @@ class SimulatedEvaluator:
         res.worker = res.worker or f"sim:{self.device}"
         return res
 
+    def features(
+        self, shape: dict[str, int], configs: list[dict[str, Any]], facts: dict[str, int]
+    ) -> list[dict[str, float]] | None:
+        """The kernel's features from ``features(config, shape, facts)`` when one was given, else None."""
+        if self._features is None:
+            return None
+        return [dict(self._features(dict(c), dict(shape), dict(facts))) for c in configs]
+
     def close(self) -> None:
         pass
 
@@ -193,10 +203,14 @@ class SimulatedBackend:
     answer: Answer
     compile_s: float = 0.0
     eval_s: float = 0.0
+    #: the kernel's features(config, shape, facts), if any (e.g. loaded from its file for a replay)
+    features: Any = None
     made: list[SimulatedEvaluator] = field(default_factory=list)
 
     def timer(self, device: str) -> Evaluator:
-        ev = SimulatedEvaluator(self.info, self.answer, device=device, compile_s=0.0, eval_s=self.eval_s)
+        ev = SimulatedEvaluator(
+            self.info, self.answer, device=device, compile_s=0.0, eval_s=self.eval_s, features=self.features
+        )
         self.made.append(ev)
         return ev
 

@@ -63,6 +63,25 @@ class Job:
 
 
 @dataclass(frozen=True)
+class FeaturesJob:
+    """Orchestrator -> worker: the kernel file's analytic features of configs on a shape (its optional
+    ``features(config, shape, facts)`` hook), for the ``auto`` strategy's models."""
+
+    shape: dict[str, int]
+    configs: list[dict[str, Any]]
+    facts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class FeatureRows:
+    """Worker -> orchestrator: one dict per config, or None when the kernel declares no features (or they
+    failed: ``error``)."""
+
+    rows: list[dict[str, float]] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Stop:
     """Orchestrator -> worker: exit cleanly."""
 

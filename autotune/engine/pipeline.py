@@ -32,6 +32,8 @@ class Outcome:
     device: str
     started: float  # time.monotonic() when its timing began (or its compile failed)
     finished: float
+    #: handed back unevaluated (a deadline passed while it waited: ``Pipeline.drop_pending``)
+    dropped: bool = False
 
 
 @dataclass
@@ -68,6 +70,8 @@ class Pipeline:
         self._threads: list[threading.Thread] = []
         self._compilers: list[Evaluator] = []
         self._stopping = threading.Event()
+        #: set at a deadline: candidates not yet timing are handed back instead of evaluated
+        self._dropping = threading.Event()
         self.stats: dict[str, DeviceStats] = {}
         self.in_flight = 0
         self._compilers_started = False
@@ -139,6 +143,33 @@ class Pipeline:
         self.in_flight += 1
         (self._compile_q if self.compile_workers else self._timing_q).put(candidate)
 
+    def drop_pending(self) -> list[Candidate]:
+        """At a deadline: hand back every candidate that has not started timing. Those still queued are
+        returned now; one compiling now, or taken by a timing worker in the meantime, comes back from
+        ``next_result`` as a ``dropped`` outcome. Only evaluations already timing finish."""
+        self._dropping.set()
+        dropped: list[Candidate] = []
+        for q in (self._compile_q, self._timing_q):
+            while True:
+                try:
+                    cand = q.get_nowait()
+                except queue.Empty:
+                    break
+                if cand is None:  # a stop sentinel: not ours to take
+                    q.put(None)
+                    break
+                dropped.append(cand)
+        self.in_flight -= len(dropped)
+        return dropped
+
+    def accept(self) -> None:
+        """Evaluate submitted candidates again (a new shape after a deadline)."""
+        self._dropping.clear()
+
+    def _dropped(self, cand: Candidate) -> None:
+        now = time.monotonic()
+        self._results.put(Outcome(cand, TrialResult(TrialStatus.OK, dict(cand.config)), "", now, now, True))
+
     def next_result(self, timeout: float | None = None) -> Outcome | None:
         """The next finished candidate, or None after ``timeout`` seconds."""
         try:
@@ -170,7 +201,9 @@ class Pipeline:
             except Exception as e:
                 self._results.put(_Failure(e))
                 return
-            if res.status is TrialStatus.OK:
+            if res.status is TrialStatus.OK and self._dropping.is_set():
+                self._dropped(cand)
+            elif res.status is TrialStatus.OK:
                 self._timing_q.put(cand)
             elif _is_worker_death(res) and cand.attempt == 0 and not self._stopping.is_set():
                 self._compile_q.put(replace(cand, attempt=1))
@@ -183,6 +216,9 @@ class Pipeline:
             cand = self._timing_q.get()
             if cand is None:
                 return
+            if self._dropping.is_set():
+                self._dropped(cand)
+                continue
             t0 = time.monotonic()
             try:
                 res = ev.evaluate(cand.config, cand.shape)

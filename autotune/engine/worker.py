@@ -10,10 +10,12 @@ This module touches no database."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 import signal
 import socket
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field, replace
@@ -22,7 +24,21 @@ from typing import Any
 from .. import errors
 from ..errors import AutotuneError, KernelFileError
 from ..trial import TrialResult, TrialStatus
-from .messages import Compiled, Done, Job, KernelMeta, Ready, ShapeFailed, StartFailed, Stop, WorkerInfo
+from .messages import (
+    Compiled,
+    Done,
+    FeatureRows,
+    FeaturesJob,
+    Job,
+    KernelMeta,
+    Ready,
+    ShapeFailed,
+    StartFailed,
+    Stop,
+    WorkerInfo,
+)
+
+log = logging.getLogger("autotune.worker")
 
 #: text in an exception that means the CUDA context is unusable: the child must be replaced
 _STICKY_CUDA = (
@@ -134,6 +150,7 @@ class _Evaluation:
             out = launcher()
             self._sync()
             mismatch = self.loaded.compare(out, self.ref)
+            result.check = _metrics(out, self.ref)
             if mismatch:
                 result.status, result.error = TrialStatus.WRONG_RESULT, mismatch
                 return
@@ -161,6 +178,30 @@ class _Evaluation:
             result.gbps = self.loaded.bytes_moved(shape) / result.time_s / 1e9
 
 
+def _metrics(out: Any, ref: Any) -> dict[str, float] | None:
+    """The check's metrics, stored with the trial (how close a pass was); None for non-tensor outputs."""
+    from ..kernel import check_metrics
+
+    try:
+        return check_metrics(out, ref) if tuple(out.shape) == tuple(ref.shape) else None
+    except Exception:  # a kernel's own output type: its compare() judged it, there is nothing to measure
+        return None
+
+
+def _features(kernel: Any, job: FeaturesJob) -> FeatureRows:
+    fn = getattr(kernel, "features", None)
+    if not callable(fn):
+        return FeatureRows(None)
+    try:
+        rows = [
+            {str(k): float(v) for k, v in dict(fn(dict(c), dict(job.shape), dict(job.facts))).items()}
+            for c in job.configs
+        ]
+    except Exception as exc:  # a bug in the hook: the strategy goes on without features
+        return FeatureRows(None, _short_error(exc, 500))
+    return FeatureRows(rows)
+
+
 def _serve(conn: Any, ev: _Evaluation) -> None:
     while True:
         try:
@@ -169,6 +210,9 @@ def _serve(conn: Any, ev: _Evaluation) -> None:
             return
         if isinstance(msg, Stop):
             return
+        if isinstance(msg, FeaturesJob):
+            conn.send(_features(ev.loaded.kernel, msg))
+            continue
         job: Job = msg
         try:
             ev.prepare(job.shape)
@@ -251,6 +295,8 @@ class Worker:
         self._proc: Any = None
         self._conn: Any = None
         self.info: WorkerInfo | None = None
+        #: one exchange on the pipe at a time (features are asked from the main thread between shapes)
+        self._lock = threading.Lock()
 
     def start(self) -> WorkerInfo:
         parent, child = self._ctx.Pipe()
@@ -319,7 +365,32 @@ class Worker:
         """Compile, check and time one config. Never raises for a candidate's failure: that is a status."""
         return self._request(Job("eval", dict(config), dict(shape), self.options.num_tests))
 
+    def features(
+        self, shape: dict[str, int], configs: list[dict[str, Any]], facts: dict[str, int]
+    ) -> list[dict[str, float]] | None:
+        """The kernel file's ``features`` hook on ``configs`` (None: no hook, or it failed, logged)."""
+        with self._lock:
+            if not self.alive:
+                self._kill()
+                self.start()
+            try:
+                self._conn.send(FeaturesJob(dict(shape), [dict(c) for c in configs], dict(facts)))
+                if not self._conn.poll(self.options.compile_timeout_s):
+                    self._kill()
+                    return None
+                reply: FeatureRows = self._conn.recv()
+            except (EOFError, OSError):
+                self._kill()
+                return None
+        if reply.error:
+            log.warning("%s: features() failed, searching without them: %s", self.kernel_path, reply.error)
+        return reply.rows
+
     def _request(self, job: Job) -> TrialResult:
+        with self._lock:
+            return self._request_locked(job)
+
+    def _request_locked(self, job: Job) -> TrialResult:
         if not self.alive:
             self._kill()
             self.start()

@@ -7,9 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .base import Strategy, StrategyContext
+from .base import HistoryPoint, Strategy, StrategyContext
 
-__all__ = ["Strategy", "StrategyContext", "canonical_name", "make_strategy", "register", "strategy_names"]
+__all__ = [
+    "DEFAULT_STRATEGY",
+    "HistoryPoint",
+    "Strategy",
+    "StrategyContext",
+    "canonical_name",
+    "make_strategy",
+    "register",
+    "strategy_names",
+]
 
 _REGISTRY: dict[str, Callable[[StrategyContext], Strategy]] = {}
 #: names that mean the same strategy
@@ -46,12 +55,28 @@ def _random(ctx: StrategyContext) -> Strategy:
     return OptunaStrategy(ctx, optuna.samplers.RandomSampler(seed=ctx.seed))
 
 
+def _auto(ctx: StrategyContext) -> Strategy:
+    from .auto import AutoStrategy
+
+    return AutoStrategy(ctx)
+
+
 def _exhaustive(ctx: StrategyContext) -> Strategy:
     from .enumeration import EnumerationStrategy
 
-    return EnumerationStrategy(ctx)
+    order = None
+    if ctx.valid and ctx.history and 0 < ctx.budget < len(ctx.valid):
+        # a budgeted exhaustive search takes the configs the model ranks best first
+        from .auto import model_order
+
+        order = model_order(ctx)
+    return EnumerationStrategy(ctx, order)
 
 
+#: the strategy used when none is named
+DEFAULT_STRATEGY = "auto"
+
+register("auto", _auto)
 register("tpe", _tpe)
 register("random", _random)
 register("exhaustive", _exhaustive)

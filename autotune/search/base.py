@@ -1,13 +1,29 @@
-"""The strategy interface."""
+"""The strategy interface and what a strategy is given."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..space import Space
 from ..trial import TrialResult
+
+#: features(shape, configs) -> one dict of the kernel's analytic features per config, or None when the
+#: kernel file declares none (computed in a worker process: the orchestrator never imports kernel files)
+FeatureFn = Callable[[Mapping[str, int], list[dict[str, Any]]], "list[dict[str, float]] | None"]
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """An ``ok`` measurement of the same kernel and space under another key (another shape, device or
+    software version): what the ``auto`` strategy learns from before this shape has any result."""
+
+    dims: dict[str, int]
+    config: dict[str, Any]
+    time_s: float
+    #: 1 for this device and software; lower for other versions or devices
+    weight: float = 1.0
 
 
 @dataclass
@@ -17,11 +33,23 @@ class StrategyContext:
     seed: int | None
     #: every valid config when the space is small enough to enumerate, else None (sample instead)
     valid: list[dict[str, Any]] | None
+    #: the shape searched, its parameter names, the kernel's default config
+    shape: dict[str, int] = field(default_factory=dict)
+    shape_params: tuple[str, ...] = ()
+    default: dict[str, Any] | None = None
+    #: other keys' ok trials of this kernel and space (``Store.transfer_history``)
+    history: Sequence[HistoryPoint] = ()
+    features: FeatureFn | None = None
+    #: the search's evaluation budget (--trials)
+    budget: int = 0
 
 
 class Strategy(Protocol):
     """Proposes configs and learns from results. The search loop filters what it proposes (invalid,
-    already known, claimed by another process) and tells every proposal back."""
+    already known, claimed by another process) and tells every proposal back.
+
+    Optional attribute ``max_in_flight``: the most proposals the loop should have out at once (a
+    model-based strategy learns nothing from results that arrive after its next batch was chosen)."""
 
     def propose(self, n: int) -> list[dict[str, Any]]:
         """Up to ``n`` configs to evaluate next (fewer, or none when it has nothing left)."""

@@ -1,5 +1,7 @@
-"""Exhaustive search: every valid config in enumeration order, budgeted by ``--trials`` like the others.
-Only for spaces small enough to list (the tuner refuses it on larger ones)."""
+"""Exhaustive search: every valid config, budgeted by ``--trials`` like the others. In enumeration order,
+or, when the store has other shapes' measurements and the budget is smaller than the space, in the order
+the ``auto`` strategy's model ranks them. Only for spaces small enough to list (the tuner refuses it on
+larger ones)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from .base import StrategyContext
 
 
 class EnumerationStrategy:
-    def __init__(self, ctx: StrategyContext):
-        self._it: Iterator[dict[str, Any]] = iter(ctx.valid or ())
+    def __init__(self, ctx: StrategyContext, order: list[dict[str, Any]] | None = None):
+        self._it: Iterator[dict[str, Any]] = iter(order if order is not None else ctx.valid or ())
         self._done = False
 
     def propose(self, n: int) -> list[dict[str, Any]]:

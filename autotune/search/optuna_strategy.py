@@ -2,10 +2,14 @@
 round trip per trial. The study is rebuilt from our trials table at start (every result the loop tells,
 whoever measured it) and written to the database study in batches by ``StudyWriter``.
 
+- Parameters: ordinal ones (numbers, 3+ choices) are Optuna int/float distributions, on a log scale for
+  ``pow2``-like choices, snapped to the nearest choice (``search.encoding``); the rest categorical.
 - Batches: several ``ask`` calls before any ``tell``; TPE's ``constant_liar`` treats the pending ones as
   bad so a batch spreads out.
-- Failed and invalid configs are told as infeasible (a constraint violation), never as a fake time, so a
-  model never sees a 1e3 s outlier; configs not evaluated here are told FAIL (ignored by the samplers)."""
+- Invalid and failed configs are told PRUNED with ``autotune_status`` and the reason, never as a fake time
+  (TPE counts pruned trials among the bad ones, so it learns to avoid them; no model sees a 1e3 s outlier).
+- A proposal that repeats a config already told, or that was not evaluated here (over budget, claimed
+  by another process), is told FAIL: samplers ignore it, so TPE's good set never fills with copies."""
 
 from __future__ import annotations
 
@@ -14,42 +18,38 @@ import warnings
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
 from ..trial import TrialResult, config_hash
 from .base import StrategyContext
+from .encoding import Ordinal, ordinal
 
 log = logging.getLogger("autotune.search")
-
-#: user attr carrying the constraint violation of an asked trial (read by ``_constraints``)
-_VIOLATION = "autotune_violation"
-#: the time told for an infeasible trial: samplers with constraints rank it by the violation, not this
-_INFEASIBLE_VALUE = 1.0
-
-
-def _constraints(trial: optuna.trial.FrozenTrial) -> tuple[float]:
-    return (float(trial.user_attrs.get(_VIOLATION, 0.0)),)
 
 
 def tpe_sampler(seed: int | None) -> optuna.samplers.BaseSampler:
     with warnings.catch_warnings():
-        # constraints_func: experimental in Optuna 4, deprecated (removal in 7) in 5 in favour of
-        # Trial.set_constraint, which 4.x lacks; it works in both.
+        # multivariate/group/constant_liar are experimental in Optuna 4-5
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        warnings.simplefilter("ignore", FutureWarning)
         return optuna.samplers.TPESampler(
-            seed=seed,
-            multivariate=True,
-            group=True,
-            n_startup_trials=8,
-            constant_liar=True,
-            constraints_func=_constraints,
+            seed=seed, multivariate=True, group=True, n_startup_trials=8, constant_liar=True
         )
 
 
-def distributions(space: Any) -> dict[str, CategoricalDistribution]:
-    return {p.name: CategoricalDistribution(list(p.choices)) for p in space.params}
+def distribution(p: Any) -> BaseDistribution:
+    """Optuna's view of a parameter (see the module docstring)."""
+    o = ordinal(p)
+    if o is None:
+        return CategoricalDistribution(list(p.choices))
+    lo, hi = o.choices[0], o.choices[-1]
+    if o.integer:
+        return IntDistribution(int(lo), int(hi), log=o.log)
+    return FloatDistribution(float(lo), float(hi), log=o.log)
+
+
+def distributions(space: Any) -> dict[str, BaseDistribution]:
+    return {p.name: distribution(p) for p in space.params}
 
 
 def frozen_trial(
@@ -78,7 +78,12 @@ class OptunaStrategy:
         self.ctx = ctx
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self._dists = distributions(ctx.space)
+        self._ordinals: dict[str, Ordinal] = {
+            p.name: o for p in ctx.space.params if (o := ordinal(p)) is not None
+        }
         self._pending: dict[str, list[optuna.trial.Trial]] = {}
+        #: configs already told with a result: a later proposal of one is a repeat
+        self._told: set[str] = set()
 
     def propose(self, n: int) -> list[dict[str, Any]]:
         out = []
@@ -94,7 +99,15 @@ class OptunaStrategy:
         config: dict[str, Any] = {}
         for p in self.ctx.space.params:
             if p.active(config, self.ctx.facts):
-                config[p.name] = trial.suggest_categorical(p.name, list(p.choices))
+                o = self._ordinals.get(p.name)
+                if o is None:
+                    config[p.name] = trial.suggest_categorical(p.name, list(p.choices))
+                elif o.integer:
+                    d = self._dists[p.name]
+                    config[p.name] = o.snap(trial.suggest_int(p.name, d.low, d.high, log=o.log))
+                else:
+                    d = self._dists[p.name]
+                    config[p.name] = o.snap(trial.suggest_float(p.name, d.low, d.high, log=o.log))
         return config
 
     def tell(self, config: dict[str, Any], result: TrialResult | None) -> None:
@@ -104,26 +117,36 @@ class OptunaStrategy:
         if waiting is not None and not waiting:
             del self._pending[h]
         if trial is None:
-            if result is not None:  # learnt from the store or another process: add it as finished
+            if result is not None and h not in self._told:
+                # learnt from the store or another process: add it as finished
+                self._told.add(h)
                 self.study.add_trial(self._finished(result))
             return
-        if result is None:
+        if result is None or h in self._told:
+            trial.set_user_attr("autotune_status", "repeat" if result is not None else "not_evaluated")
             self.study.tell(trial, state=TrialState.FAIL)
             return
-        ok = result.timed
-        trial.set_user_attr(_VIOLATION, 0.0 if ok else 1.0)
-        self.study.tell(trial, result.time_s if ok else _INFEASIBLE_VALUE)
+        self._told.add(h)
+        if result.timed:
+            self.study.tell(trial, result.time_s)
+            return
+        trial.set_user_attr("autotune_status", result.status.value)
+        if result.error:
+            trial.set_user_attr("autotune_error", result.error[:300])
+        self.study.tell(trial, state=TrialState.PRUNED)
 
     def _finished(self, result: TrialResult) -> optuna.trial.FrozenTrial:
         ok = result.timed
         params = {k: v for k, v in result.config.items() if k in self._dists}
-        violation = 0.0 if ok else 1.0
+        attrs = {"autotune_status": result.status.value}
+        if result.error:
+            attrs["autotune_error"] = result.error[:300]
         return optuna.trial.create_trial(
             params=params,
             distributions={k: self._dists[k] for k in params},
-            value=result.time_s if ok else _INFEASIBLE_VALUE,
-            user_attrs={_VIOLATION: violation},
-            system_attrs={"constraints": (violation,)},
+            value=result.time_s if ok else None,
+            state=TrialState.COMPLETE if ok else TrialState.PRUNED,
+            user_attrs=attrs,
         )
 
     @property

@@ -8,6 +8,8 @@ Split by concern, composed into one ``Store``:
 - ``keys``: key identity and the Optuna study name;
 - ``trials``: storing and reading results, the best row;
 - ``claims``: who measures which config (unique rows with leases), so no config is measured twice;
+- ``requests``: shapes asked for at run time and not tuned; ``verifications``: re-measured bests, nightly runs;
+- ``transfer``: other keys' measurements of a kernel and space, for the ``auto`` strategy;
 - ``rows``: record <-> row mappings derived from the dataclasses; ``models``: the tables; ``urls``.
 
 Optuna keeps its own tables in the same database (the study is named by ``KeyInfo.study_name``); these
@@ -18,18 +20,26 @@ from __future__ import annotations
 
 from ..records import BestRecord
 from .claims import Claim, ClaimQueries, ClaimState, Owner
+from .history import HistoryQueries
 from .keys import KeyInfo, KeyQueries, dtypes_key, env_columns, study_name
+from .requests import RequestCount, RequestQueries, ShapeRequest
 from .schema import SchemaManager, alembic_config, migrations_dir, version_table
+from .transfer import TransferQueries
 from .trials import TrialQueries
 from .urls import default_db_path, default_db_url, mask_url, normalize_db_url
+from .verifications import NightlyRun, Verification, VerificationQueries
 
 __all__ = [
     "BestRecord",
     "Claim",
     "ClaimState",
     "KeyInfo",
+    "NightlyRun",
     "Owner",
+    "RequestCount",
+    "ShapeRequest",
     "Store",
+    "Verification",
     "default_db_path",
     "default_db_url",
     "dtypes_key",
@@ -45,5 +55,14 @@ _alembic_config = alembic_config
 _version_table = version_table
 
 
-class Store(ClaimQueries, TrialQueries, KeyQueries, SchemaManager):
+class Store(
+    TransferQueries,
+    HistoryQueries,
+    VerificationQueries,
+    RequestQueries,
+    ClaimQueries,
+    TrialQueries,
+    KeyQueries,
+    SchemaManager,
+):
     """One results database. Cheap to construct: nothing connects until the first call."""

@@ -149,6 +149,10 @@ class TrialRow(Base):
     measured: Mapped[bool] = mapped_column(Boolean)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: the correctness check's metrics (TrialResult.check)
+    check: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: search | retime (TrialResult.kind)
+    kind: Mapped[str] = mapped_column(String(16), default="search", server_default="search")
 
 
 class BestConfigRow(Base):
@@ -177,6 +181,10 @@ class BestConfigRow(Base):
     time_s: Mapped[float] = mapped_column(Double)
     tflops: Mapped[float | None] = mapped_column(Double)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: measurements behind time_s (its median): 1, or more for a re-timed finalist
+    samples: Mapped[int | None] = mapped_column(Integer)
+    #: (max - min) / median of those measurements (None for one)
+    spread: Mapped[float | None] = mapped_column(Double)
 
 
 class ClaimRow(Base):
@@ -205,3 +213,74 @@ class ClaimRow(Base):
     trial_id: Mapped[int | None] = mapped_column(ForeignKey("autotune_trials.id"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ShapeRequestRow(Base):
+    """A shape production asked ``best_config`` for and got a fallback (nearest shape or default), counted
+    in-process and flushed by ``autotune.requests_log`` (issue 10): what the next nightly job tunes.
+    ``dtypes_key`` is "" when the caller did not say (the kernel's declared dtypes)."""
+
+    __tablename__ = "autotune_shape_requests"
+    __table_args__ = (UniqueConstraint("kernel_name", "shape_key", "dtypes_key", "device_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kernel_name: Mapped[str] = mapped_column(String)
+    shape_key: Mapped[str] = mapped_column(String)
+    dims: Mapped[dict[str, int]] = mapped_column(JSON)
+    dtypes_key: Mapped[str] = mapped_column(String)
+    device_name: Mapped[str] = mapped_column(String)
+    count: Mapped[int] = mapped_column(Integer)
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class VerificationRow(Base):
+    """One re-measurement of a key's best config by a nightly run: never updated (history), one row per
+    (run, key). ``samples_s`` are the per-repeat times; ``status`` the verdict of the rank test."""
+
+    __tablename__ = "autotune_verifications"
+    __table_args__ = (
+        CheckConstraint(
+            column("status").in_(("ok", "regression", "confirmed", "improved", "failed")), name="status"
+        ),
+        Index("ix_autotune_verifications_key_id_config_hash", "key_id", "config_hash"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key_id: Mapped[int] = mapped_column(ForeignKey("autotune_tuning_keys.id"))
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("autotune_trials.id"))
+    run_id: Mapped[str] = mapped_column(String)
+    kernel_name: Mapped[str] = mapped_column(String)
+    shape_key: Mapped[str] = mapped_column(String)
+    device_name: Mapped[str] = mapped_column(String)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    config_hash: Mapped[str] = mapped_column(String(32))
+    #: what the sample is compared with: the stored trial's time, or the baseline verification's median
+    baseline_s: Mapped[float | None] = mapped_column(Double)
+    median_s: Mapped[float | None] = mapped_column(Double)
+    samples_s: Mapped[list[float]] = mapped_column(JSON)
+    #: the kernel's default config timed interleaved with the best (the in-run reference)
+    reference_s: Mapped[list[float] | None] = mapped_column(JSON)
+    ratio: Mapped[float | None] = mapped_column(Double)
+    p_value: Mapped[float | None] = mapped_column(Double)
+    threshold: Mapped[float] = mapped_column(Double)
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    hostname: Mapped[str | None] = mapped_column(String)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class NightlyRunRow(Base):
+    """One ``autotune nightly`` run: the job's name, when, and its summary (what was tuned, re-tuned,
+    verified); the report reads these."""
+
+    __tablename__ = "autotune_nightly_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(String, unique=True)
+    job_name: Mapped[str] = mapped_column(String)
+    hostname: Mapped[str] = mapped_column(String)
+    status: Mapped[str] = mapped_column(String(16))
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

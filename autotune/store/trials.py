@@ -33,6 +33,25 @@ def trial_row_copy(row: TrialRow) -> TrialRow:
     return TrialRow(**cols)
 
 
+def _fastest_config(rows: list[Any]) -> tuple[int, float, int, float | None] | None:
+    """(trial id, median time, samples, spread) of the config with the lowest median over its ok+measured
+    trials (id, config_hash, time_s, kind): one sample for most, several for a re-timed finalist, whose
+    median then replaces its first (noisier) measurement. The trial named is the config's search trial."""
+    by_config: dict[str, list[Any]] = {}
+    for row in rows:
+        by_config.setdefault(row.config_hash, []).append(row)
+    best: tuple[float, int, int, float | None] | None = None
+    for group in by_config.values():
+        times = sorted(r.time_s for r in group)
+        n = len(times)
+        median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+        first = min((r.id for r in group if r.kind == "search"), default=min(r.id for r in group))
+        spread = (times[-1] - times[0]) / median if n > 1 and median > 0 else None
+        if best is None or (median, first) < best[:2]:
+            best = (median, first, n, spread)
+    return None if best is None else (best[1], best[0], best[2], best[3])
+
+
 class TrialQueries(Database):
     def record_trial(
         self,
@@ -75,7 +94,7 @@ class TrialQueries(Database):
                 s.flush()
                 # claims in config-hash order, as claim_many takes them: no lock-order deadlock
                 for row in sorted(fresh, key=lambda r: r.config_hash):
-                    if row.status != TrialStatus.INVALID.value:
+                    if row.status != TrialStatus.INVALID.value and row.kind == "search":
                         self._complete_claim(s, key_id, row)
                 return [row.id for row in fresh]
 
@@ -85,19 +104,22 @@ class TrialQueries(Database):
         """Overridden by the claims layer (ClaimQueries)."""
 
     def find_trial(self, key_id: int, config_hash: str) -> TrialResult | None:
-        """The most recent stored result of a config under a key (for reuse), or None."""
+        """The most recent stored search result of a config under a key (for reuse), or None."""
         with self.session() as s:
             row = s.scalars(
                 select(TrialRow)
-                .where(TrialRow.key_id == key_id, TrialRow.config_hash == config_hash)
+                .where(
+                    TrialRow.key_id == key_id, TrialRow.config_hash == config_hash, TrialRow.kind == "search"
+                )
                 .order_by(TrialRow.id.desc())
                 .limit(1)
             ).first()
             return None if row is None else trial_result(row)
 
-    def trials(self, key_id: int) -> list[TrialResult]:
-        """Every stored trial of a key, oldest first."""
-        return [t for _, t in self.trials_since(key_id, 0)]
+    def trials(self, key_id: int, *, retimed: bool = False) -> list[TrialResult]:
+        """The evaluations of a key (one per config), oldest first; with ``retimed``, the finalists'
+        re-timings too."""
+        return [t for _, t in self.trials_since(key_id, 0) if retimed or t.kind == "search"]
 
     def trials_since(self, key_id: int, after_id: int) -> list[tuple[int, TrialResult]]:
         """(id, result) of the trials of a key stored after trial ``after_id``, oldest first: how a search
@@ -122,21 +144,22 @@ class TrialQueries(Database):
             )
 
     def trial_counts(self, key_id: int) -> dict[str, int]:
-        """Number of stored trials of a key, by status (statuses with none are absent)."""
+        """Number of configs evaluated under a key, by status (statuses with none are absent; re-timings
+        of finalists are not new configs)."""
         with self.session() as s:
             rows = s.execute(
                 select(TrialRow.status, func.count(TrialRow.id))
-                .where(TrialRow.key_id == key_id)
+                .where(TrialRow.key_id == key_id, TrialRow.kind == "search")
                 .group_by(TrialRow.status)
             ).all()
             return {status: int(n) for status, n in rows}
 
     def duplicate_measurements(self, key_id: int | None = None) -> int:
-        """Extra measurements: trials beyond the first per (key, config) among those that ran (status not
-        invalid). Zero is what the claims guarantee."""
+        """Extra measurements: search trials beyond the first per (key, config) among those that ran (status
+        not invalid; re-timed finalists are measured again on purpose). Zero is what the claims guarantee."""
         stmt = (
             select(TrialRow.key_id, TrialRow.config_hash, func.count(TrialRow.id))
-            .where(TrialRow.status != TrialStatus.INVALID.value)
+            .where(TrialRow.status != TrialStatus.INVALID.value, TrialRow.kind == "search")
             .group_by(TrialRow.key_id, TrialRow.config_hash)
         )
         if key_id is not None:
@@ -158,35 +181,38 @@ class TrialQueries(Database):
             key = s.get(TuningKeyRow, key_id)
             if key is None:
                 raise StoreError(f"database {self.masked_url}: no tuning key {key_id}")
-            trial = s.scalars(
-                select(TrialRow)
-                .where(
-                    TrialRow.key_id == key_id,
-                    TrialRow.status == TrialStatus.OK.value,
-                    TrialRow.measured.is_(True),
-                    TrialRow.time_s.is_not(None),
-                )
-                .order_by(TrialRow.time_s, TrialRow.id)
-                .limit(1)
-            ).first()
+            chosen = _fastest_config(
+                s.execute(
+                    select(TrialRow.id, TrialRow.config_hash, TrialRow.time_s, TrialRow.kind).where(
+                        TrialRow.key_id == key_id,
+                        TrialRow.status == TrialStatus.OK.value,
+                        TrialRow.measured.is_(True),
+                        TrialRow.time_s.is_not(None),
+                    )
+                ).all()
+            )
+            trial = s.get(TrialRow, chosen[0]) if chosen else None
             best = s.scalars(select(BestConfigRow).where(BestConfigRow.key_id == key_id)).first()
             if trial is None:
                 if best is not None:
                     s.delete(best)
                 return None
-            if best is None or best.trial_id != trial.id:
+            _, median, samples, spread = chosen
+            if (
+                best is None
+                or best.trial_id != trial.id
+                or best.time_s != median
+                or (best.samples or 1) != samples
+            ):
                 kernel = s.get_one(KernelRow, key.kernel_id)
                 shape = s.get_one(ShapeRow, key.shape_id)
                 env = s.get_one(EnvironmentRow, key.environment_id)
                 if best is None:
                     best = BestConfigRow(key_id=key_id)
                     s.add(best)
-                best.trial_id, best.config, best.time_s, best.tflops = (
-                    trial.id,
-                    trial.config,
-                    trial.time_s,
-                    trial.tflops,
-                )
+                best.trial_id, best.config, best.time_s = trial.id, trial.config, median
+                best.tflops = trial.tflops * trial.time_s / median if trial.tflops and trial.time_s else None
+                best.samples, best.spread = samples, spread
                 best.kernel_name, best.source_hash, best.space_hash = (
                     kernel.name,
                     kernel.source_hash,

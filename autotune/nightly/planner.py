@@ -1,0 +1,243 @@
+"""What a nightly run does for one kernel, and why, decided from the store before anything is measured:
+
+- ``tune``: a shape nobody tuned (explicit, a default shape, or requested at run time);
+- ``retune``: a shape tuned under another environment (torch, Triton, driver, CUDA, kernel source or
+  space changed, or another GPU of the same family): searched again from the old best configs first;
+- ``resume``: a shape whose key has fewer measured configs than the job's evaluations (an earlier run
+  stopped on its budget, or is still running elsewhere): the rest of the budget;
+- ``done``: the key already measured the job's evaluations;
+- ``verify``: every current best config of the kernel on this environment is re-measured.
+
+Keys are matched on the current environment's hash, the kernel's source hash, the space hash and the
+dtypes: exactly the tuning key the search would use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..env import env_hash as compute_env_hash
+from ..shapes import check_shape, format_shape
+from .job import Job, KernelJob
+
+TUNE, RETUNE, RESUME, DONE = "tune", "retune", "resume", "done"
+
+
+@dataclass
+class ShapePlan:
+    shape: dict[str, int]
+    shape_key: str
+    action: str
+    reason: str
+    evaluations: int  # new evaluations this run may spend on it
+    warm_start: list[dict[str, Any]] = field(default_factory=list)
+    sources: tuple[str, ...] = ()  # where the shape came from: default, requested, explicit
+    stored_best_s: float | None = None  # the current key's best time, when it has one
+
+
+@dataclass
+class VerifyPlan:
+    key_id: int
+    shape: dict[str, int]
+    shape_key: str
+    config: dict[str, Any]
+    trial_id: int
+    stored_s: float
+
+
+@dataclass
+class KernelPlan:
+    file: str
+    kernel: str
+    device_name: str
+    env_summary: str
+    strategy: str
+    shapes: list[ShapePlan]
+    verify: list[VerifyPlan]
+    skipped_requests: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "kernel": self.kernel,
+            "device": self.device_name,
+            "environment": self.env_summary,
+            "strategy": self.strategy,
+            "shapes": [
+                {
+                    "shape": p.shape_key,
+                    "action": p.action,
+                    "reason": p.reason,
+                    "evaluations": p.evaluations,
+                    "warm_start": len(p.warm_start),
+                    "sources": list(p.sources),
+                }
+                for p in self.shapes
+            ],
+            "verify": [
+                {"shape": v.shape_key, "key_id": v.key_id, "stored_s": v.stored_s} for v in self.verify
+            ],
+            "skipped_requests": self.skipped_requests,
+        }
+
+
+def _same_family(a: dict[str, Any], env: dict[str, Any]) -> bool:
+    """Another GPU of the same model family: the same compute capability (sm_90 for H100 and H200), or
+    the same device name; a CPU only matches a CPU."""
+    return a["device_name"] == env.get("gpu_name") or (
+        a["cc"] == str(env.get("cc")) and a["cc"] not in ("", "sim")
+    )
+
+
+def _what_changed(old: dict[str, Any], env: dict[str, Any], source_hash: str, space_hash: str) -> str:
+    changes = [
+        f"{f} {old[f]} -> {env.get(f)}"
+        for f in ("torch", "triton", "driver", "cuda")
+        if str(old.get(f)) != str(env.get(f, ""))
+    ]
+    if old["device_name"] != env.get("gpu_name"):
+        changes.append(f"GPU {old['device_name']} -> {env.get('gpu_name')}")
+    if old["source_hash"] != source_hash:
+        changes.append("kernel source changed")
+    if old["space_hash"] != space_hash:
+        changes.append("search space changed")
+    return ", ".join(changes) or "another environment"
+
+
+def plan_kernel(
+    job: Job,
+    kjob: KernelJob,
+    store: Any,
+    *,
+    meta: Any,
+    env: dict[str, Any],
+    space_hash: str,
+    strategy: str,
+) -> KernelPlan:
+    """The plan of one kernel of the job. ``meta``: the kernel's ``KernelMeta`` (from a started worker);
+    ``env``: the environment the workers report."""
+    from ..store import dtypes_key
+
+    params = tuple(meta.shape_params)
+    ehash = compute_env_hash(env)
+    dkey = dtypes_key(meta.dtypes)
+    device_name = str(env.get("gpu_name", ""))
+    states = store.key_states(meta.name)
+    current = {
+        s["shape_key"]: s
+        for s in states
+        if s["env_hash"] == ehash
+        and s["source_hash"] == meta.source_hash
+        and s["space_hash"] == space_hash
+        and s["dtypes_key"] == dkey
+    }
+    current_ids = {s["key_id"] for s in current.values()}
+    budget = job.evaluations_for(kjob)
+
+    # the shapes, each once, in the job's order, remembering where each came from
+    shapes: dict[str, tuple[dict[str, int], list[str], int]] = {}
+    skipped: list[str] = []
+
+    def add(dims: dict[str, int], source: str, count: int = 0) -> None:
+        shape = check_shape(dims, params)
+        key = format_shape(shape)
+        if key in shapes:
+            if source not in shapes[key][1]:
+                shapes[key][1].append(source)
+            return
+        shapes[key] = (shape, [source], count)
+
+    for entry in kjob.shapes:
+        if entry == "default":
+            for s in meta.default_shapes:
+                add(dict(s), "default")
+        elif entry == "requested":
+            taken = 0
+            for r in store.shape_requests(meta.name, device_name=device_name):
+                if r.count < job.requested.min_count:
+                    continue
+                if set(r.dims) != set(params):
+                    skipped.append(f"{r.shape_key} (not the kernel's shape parameters {','.join(params)})")
+                    continue
+                if taken >= job.requested.max_shapes:
+                    skipped.append(f"{r.shape_key} (more than requested.max_shapes)")
+                    continue
+                add({p: r.dims[p] for p in params}, "requested", r.count)
+                taken += 1
+        else:
+            add(dict(entry), "explicit")
+
+    plans: list[ShapePlan] = []
+    for key, (shape, sources, count) in shapes.items():
+        cur = current.get(key)
+        measured = cur["measured"] if cur else 0
+        why = (
+            f"requested {count} time(s) at run time"
+            if "requested" in sources
+            else ", ".join(sources) + " shape"
+        )
+        if measured >= budget:
+            plans.append(
+                ShapePlan(
+                    shape,
+                    key,
+                    DONE,
+                    f"{measured} configs measured under this key",
+                    0,
+                    [],
+                    tuple(sources),
+                    cur["best_time_s"] if cur else None,
+                )
+            )
+            continue
+        if measured > 0:
+            plans.append(
+                ShapePlan(
+                    shape,
+                    key,
+                    RESUME,
+                    f"{measured} of {budget} evaluations measured under this key",
+                    budget - measured,
+                    [],
+                    tuple(sources),
+                )
+            )
+            continue
+        olds = [
+            s
+            for s in states
+            if s["shape_key"] == key
+            and s["key_id"] not in current_ids
+            and s["best_config"] is not None
+            and _same_family(s, env)
+        ]
+        if olds and job.retune:
+            olds.sort(key=lambda s: (s["created_at"], s["key_id"]), reverse=True)  # newest first
+            warm: list[dict[str, Any]] = []
+            for s in olds:
+                if s["best_config"] not in warm:
+                    warm.append(s["best_config"])
+            reason = f"tuned under {_what_changed(olds[0], env, meta.source_hash, space_hash)}; {why}"
+            plans.append(ShapePlan(shape, key, RETUNE, reason, budget, warm, tuple(sources)))
+        else:
+            plans.append(ShapePlan(shape, key, TUNE, f"not tuned yet: {why}", budget, [], tuple(sources)))
+
+    verify: list[VerifyPlan] = []
+    if job.verify is not None:
+        for s in current.values():
+            if s["best_config"] is not None and s["best_trial_id"] is not None and s["best_time_s"]:
+                verify.append(
+                    VerifyPlan(
+                        s["key_id"],
+                        check_shape(s["dims"], params) if set(s["dims"]) == set(params) else dict(s["dims"]),
+                        s["shape_key"],
+                        dict(s["best_config"]),
+                        int(s["best_trial_id"]),
+                        float(s["best_time_s"]),
+                    )
+                )
+    env_summary = (
+        f"{device_name} (cc {env.get('cc')}), torch {env.get('torch')}, triton {env.get('triton')}, "
+        f"driver {env.get('driver')}, CUDA {env.get('cuda')}"
+    )
+    return KernelPlan(str(kjob.file), meta.name, device_name, env_summary, strategy, plans, verify, skipped)

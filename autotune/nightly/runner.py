@@ -1,0 +1,292 @@
+"""``autotune nightly JOB.yaml``: per kernel of the job, one ``Tuner`` (one set of workers, many shapes):
+plan from the store, re-verify the stored bests, then tune / re-tune / resume the planned shapes within the
+job's budget and deadline, record the run, write the report.
+
+Two runs against one database never measure a config twice (the engine's claims), and a second run of the
+same job resumes (a key's measured configs count against the job's evaluations)."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import AutotuneError, DatabaseUnreachableError
+from . import regression
+from .job import Job
+from .planner import DONE, KernelPlan, plan_kernel
+
+Say = Callable[[str], None]
+
+#: when shapes remain to search, verification may take at most this share of the time left: a night with a
+#: tight budget still resumes its searches (what it did not verify is verified the next night)
+VERIFY_SHARE = 0.5
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    job_name: str
+    dry_run: bool
+    plans: list[dict[str, Any]] = field(default_factory=list)
+    shapes: list[dict[str, Any]] = field(default_factory=list)
+    verifications: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    stopped: str | None = None
+    wall_s: float = 0.0
+    report_files: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[dict[str, Any]]:
+        return [v for v in self.verifications if v["status"] in regression.REGRESSED]
+
+    @property
+    def confirmed(self) -> list[dict[str, Any]]:
+        return [v for v in self.verifications if v["status"] == regression.CONFIRMED]
+
+    def exit_code(self, fail_on_regression: bool) -> int:
+        if self.errors:
+            return 2
+        return 1 if fail_on_regression and self.confirmed else 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "job": self.job_name,
+            "dry_run": self.dry_run,
+            "wall_s": round(self.wall_s, 3),
+            "plans": self.plans,
+            "shapes": self.shapes,
+            "verifications": self.verifications,
+            "regressions": len(self.regressions),
+            "confirmed": len(self.confirmed),
+            "errors": self.errors,
+            "stopped": self.stopped,
+        }
+
+
+class _NoSchema:
+    """A database without our schema, seen by a dry run (which writes nothing): nothing stored yet."""
+
+    def key_states(self, kernel_name: str | None = None) -> list[dict[str, Any]]:
+        return []
+
+    def shape_requests(self, *a: Any, **kw: Any) -> list[Any]:
+        return []
+
+
+def open_store(database: str | None, *, dry_run: bool) -> tuple[Any, Any]:
+    """(the store to plan from, the store to write to or None for a dry run). A database without a schema
+    is created (as ``autotune search`` does); an outdated one says to run ``autotune db upgrade``."""
+    from ..store import Store
+
+    store = Store(database, readonly=dry_run)
+    missing = (store.sqlite_path is not None and not os.path.exists(store.sqlite_path)) or (
+        store.schema_status()[0] is None
+    )
+    if missing:
+        if dry_run:
+            return _NoSchema(), None
+        store.upgrade()
+    store.check_schema()
+    return store, (None if dry_run else store)
+
+
+def _deadline(job: Job, started: float) -> float:
+    """The run's end as a time.monotonic() value (inf: none)."""
+    end = math.inf
+    if job.budget_s > 0:
+        end = started + job.budget_s
+    if job.deadline is not None:
+        left = (job.deadline - datetime.now(timezone.utc)).total_seconds()
+        end = min(end, started + left)
+    return end
+
+
+def new_run_id(job: Job) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{job.name}-{stamp}-{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
+def describe_plan(plan: KernelPlan) -> list[str]:
+    lines = [f"kernel {plan.kernel} ({plan.file}) on {plan.env_summary}; strategy {plan.strategy}"]
+    for p in plan.shapes:
+        extra = f", {len(p.warm_start)} warm-start config(s)" if p.warm_start else ""
+        n = f" {p.evaluations} evaluations" if p.action != DONE else ""
+        lines.append(f"  {p.action:7s} {p.shape_key}:{n} ({p.reason}{extra})")
+    for v in plan.verify:
+        lines.append(f"  verify  {v.shape_key}: stored best {v.stored_s * 1e3:.4g} ms (key {v.key_id})")
+    for s in plan.skipped_requests:
+        lines.append(f"  skip    requested {s}")
+    if not plan.shapes and not plan.verify:
+        lines.append("  nothing to do")
+    return lines
+
+
+def run_job(
+    job: Job,
+    *,
+    dry_run: bool = False,
+    say: Say = lambda line: None,
+    backend_factory: Callable[[str], Any] | None = None,
+    worker_env: dict[str, str] | None = None,
+) -> RunResult:
+    """Run (or, with ``dry_run``, only plan) ``job``. Errors of one kernel (a bad kernel file) are recorded
+    and the next kernel runs; a database that goes away ends the run (rerun to resume)."""
+    from ..settings import SearchSettings
+    from ..tuner import Tuner
+    from .verify import verify_one
+
+    started = time.monotonic()
+    end = _deadline(job, started)
+    plan_store, store = open_store(job.database, dry_run=dry_run)
+    result = RunResult(new_run_id(job), job.name, dry_run)
+    if store is not None:
+        store.start_run(result.run_id, job.name, socket.gethostname())
+    status = "failed"
+    try:
+        for kjob in job.kernels:
+            settings = SearchSettings.from_options(
+                trials=job.evaluations_for(kjob),
+                strategy=job.strategy_for(kjob),
+                seed=job.seed,
+                devices=job.devices,
+                num_tests=job.num_tests,
+                compile_workers=0 if dry_run else None,
+                worker_env=dict(worker_env) if worker_env else None,
+            )
+            backend = backend_factory(str(kjob.file)) if backend_factory else None
+            try:
+                with Tuner(str(kjob.file), store, settings, backend=backend) as tuner:
+                    info = tuner.start()
+                    assert tuner.space is not None
+                    plan = plan_kernel(
+                        job,
+                        kjob,
+                        plan_store,
+                        meta=info.meta,
+                        env=info.env,
+                        space_hash=tuner.space.hash(),
+                        strategy=settings.strategy,
+                    )
+                    result.plans.append(plan.to_json())
+                    for line in describe_plan(plan):
+                        say(line)
+                    if dry_run:
+                        continue
+                    searching = any(p.action != DONE for p in plan.shapes)
+                    left = end - time.monotonic()
+                    verify_end = (
+                        time.monotonic() + VERIFY_SHARE * left if searching and math.isfinite(left) else end
+                    )
+                    _verify(tuner, store, plan, job, result, info, verify_end, say, verify_one)
+                    _search(tuner, plan, result, end, say)
+            except DatabaseUnreachableError:
+                raise
+            except AutotuneError as e:
+                result.errors.append(f"{kjob.file}: {e}")
+                say(f"error: {kjob.file}: {e}")
+        status = "done" if not result.errors else "errors"
+    finally:
+        result.wall_s = time.monotonic() - started
+        if store is not None:
+            try:
+                store.finish_run(result.run_id, status, result.summary())
+            except Exception:  # the run's own error (e.g. the database went away) is what to report
+                pass
+    return result
+
+
+def _verify(
+    tuner: Any,
+    store: Any,
+    plan: KernelPlan,
+    job: Job,
+    result: RunResult,
+    info: Any,
+    end: float,
+    say: Say,
+    verify_one: Any,
+) -> None:
+    if job.verify is None:
+        return
+    for item in plan.verify:
+        if time.monotonic() >= end:
+            result.stopped = result.stopped or "budget or deadline reached during verification"
+            say(f"  verify  {item.shape_key}: skipped (budget or deadline reached)")
+            continue
+        v = verify_one(
+            tuner,
+            store,
+            item,
+            job.verify,
+            run_id=result.run_id,
+            default_config=dict(info.meta.default_config),
+            device_name=plan.device_name,
+            kernel_name=plan.kernel,
+            deadline=end,
+        )
+        if v is None:
+            result.stopped = result.stopped or "budget or deadline reached during verification"
+            say(f"  verify  {item.shape_key}: skipped (budget or deadline reached)")
+            continue
+        d = v.to_json()
+        result.verifications.append(d)
+        ratio = f"{v.ratio:.3f}x" if v.ratio is not None else "-"
+        p = f"p={v.p_value:.2g}" if v.p_value is not None else ""
+        say(
+            f"  verify  {item.shape_key}: {v.status} ({ratio} of baseline {p}{'; ' + v.error if v.error else ''})"
+        )
+
+
+def _search(tuner: Any, plan: KernelPlan, result: RunResult, end: float, say: Say) -> None:
+    for p in plan.shapes:
+        entry: dict[str, Any] = {
+            "kernel": plan.kernel,
+            "shape": p.shape_key,
+            "action": p.action,
+            "reason": p.reason,
+            "planned": p.evaluations,
+            "warm_start": len(p.warm_start),
+            "evaluations": 0,
+        }
+        result.shapes.append(entry)
+        if p.action == DONE:
+            entry["best_s"] = p.stored_best_s
+            continue
+        left = end - time.monotonic()
+        if left <= 0:
+            entry["skipped"] = "budget or deadline reached"
+            result.stopped = result.stopped or "budget or deadline reached"
+            say(f"  {p.action:7s} {p.shape_key}: skipped (budget or deadline reached)")
+            continue
+        tuner.settings.trials = p.evaluations
+        tuner.settings.timeout_s = 0.0 if math.isinf(left) else left
+        try:
+            r = tuner.search_shape(p.shape, warm_start=p.warm_start)
+        except DatabaseUnreachableError as e:
+            raise DatabaseUnreachableError(
+                f"{e}; every finished trial is stored: rerun the same job to resume"
+            ) from None
+        warm = {str(sorted(c.items())) for c in p.warm_start}
+        entry.update(
+            evaluations=r.evaluations,
+            reused=r.reused,
+            busy=r.busy,
+            best_s=r.best.time_s if r.best else None,
+            best_config=r.best.config if r.best else None,
+            default_s=r.default.time_s if r.default else None,
+            speedup=r.speedup,
+            statuses=dict(r.statuses),
+            wall_s=round(r.wall_s, 3),
+            best_from_warm_start=bool(r.best and str(sorted(r.best.config.items())) in warm),
+        )
+        best = f"best {r.best.time_s * 1e3:.4g} ms" if r.best and r.best.time_s else "no ok config"
+        sp = f", {r.speedup:.2f}x over default" if r.speedup else ""
+        say(f"  {p.action:7s} {p.shape_key}: {r.evaluations} evaluated, {r.reused} reused; {best}{sp}")

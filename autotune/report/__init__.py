@@ -1,0 +1,67 @@
+"""The tuning report (``autotune report``, and the end of every nightly run): one content document read
+from the store (``data``), rendered as self-contained HTML with plotly figures (``html``), as Markdown
+(``markdown``) and as JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import SettingsError
+
+__all__ = ["parse_since", "write_report"]
+
+
+def parse_since(text: str) -> datetime:
+    """``7d``, ``24h``, ``30m`` (ago) or an ISO date / date-time (naive = UTC)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([dhm])\s*", text)
+    if m:
+        unit = {"d": "days", "h": "hours", "m": "minutes"}[m.group(2)]
+        return datetime.now(timezone.utc) - timedelta(**{unit: int(m.group(1))})
+    try:
+        d = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise SettingsError(
+            f"--since {text!r}: expected an ISO date (2026-12-01) or an age (7d, 24h)"
+        ) from None
+    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+
+
+def write_report(
+    db: Any, out_dir: str | Path, *, since: datetime | None = None, run_id: str | None = None
+) -> list[Path]:
+    """Write ``report.html``, ``report.md`` and ``report.json`` into ``out_dir``; ``db`` is a Store or a
+    database URL/path (None: the default). Returns the paths."""
+    import importlib.util
+
+    if importlib.util.find_spec("plotly") is None:
+        raise SettingsError("the report needs plotly: pip install plotly (or autotune's own dependencies)")
+    from ..store import Store
+    from .data import collect
+    from .html import render_html
+    from .markdown import render_markdown
+
+    store = db if isinstance(db, Store) else Store(db, readonly=True)
+    store.check_schema()
+    doc = collect(store, since=since, run_id=run_id)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SettingsError(f"--out {out}: cannot create the folder ({e.strerror or e})") from None
+    files = {
+        "report.json": json.dumps(doc, indent=1, default=str),
+        "report.md": render_markdown(doc),
+        "report.html": render_html(doc),
+    }
+    paths = []
+    for name, text in files.items():
+        path = out / name
+        tmp = path.with_name(name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        paths.append(path)
+    return paths

@@ -1,0 +1,145 @@
+"""The report's content, read from the store: one plain-JSON document that the HTML, the Markdown and the
+JSON outputs all render (so they never disagree)."""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime, timezone
+from typing import Any
+
+from ..trial import TrialStatus
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None
+
+
+def collect(store: Any, *, since: datetime | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """Everything the report shows. ``since``: only keys, verifications and runs from then on;
+    ``run_id``: the run the report is about (default: the newest)."""
+    runs = store.nightly_runs(since=since)
+    states = store.key_states()  # every key: the current state is always shown, ``since`` bounds history
+    verifications = store.verifications(since=since)
+    by_key_ver: dict[int, list[Any]] = {}
+    for v in verifications:
+        by_key_ver.setdefault(v.key_id, []).append(v)
+
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for s in states:
+        groups.setdefault((s["kernel"], s["shape_key"], s["device_name"]), []).append(s)
+
+    shapes = []
+    for (kernel, shape_key, device), keys in sorted(groups.items()):
+        keys.sort(key=lambda s: (s["created_at"], s["key_id"]))
+        versions = []
+        for s in keys:
+            trials = store.trials(s["key_id"])
+            timed = [t for t in trials if t.timed]
+            default_s = timed[0].time_s if timed else None  # a search evaluates the default config first
+            vs = by_key_ver.get(s["key_id"], [])
+            refs = [x for v in vs for x in (v.reference_s or [])]
+            if refs:
+                default_s = statistics.median(refs)  # measured beside the best: the better estimate
+            versions.append(
+                {
+                    "key_id": s["key_id"],
+                    "created_at": s["created_at"],
+                    "environment": f"torch {s['torch']}, triton {s['triton']}, driver {s['driver']}",
+                    "source": s["source_hash"][:8],
+                    "best_s": s["best_time_s"],
+                    "best_config": s["best_config"],
+                    "default_s": default_s,
+                    "speedup_default": (default_s / s["best_time_s"])
+                    if default_s and s["best_time_s"]
+                    else None,
+                    "trials": sum(s["counts"].values()),
+                    "counts": s["counts"],
+                    "history": [
+                        {"i": i, "time_s": t.time_s if t.timed else None, "status": t.status.value}
+                        for i, t in enumerate(trials)
+                        if t.status is not TrialStatus.INVALID
+                    ],
+                }
+            )
+        ver = [
+            {
+                "run_id": v.run_id,
+                "created_at": _iso(v.created_at),
+                "median_s": v.median_s,
+                "baseline_s": v.baseline_s,
+                "ratio": v.ratio,
+                "p_value": v.p_value,
+                "status": v.status,
+                "key_id": v.key_id,
+                "reference_s": statistics.median(v.reference_s) if v.reference_s else None,
+                "error": v.error,
+            }
+            for s in keys
+            for v in by_key_ver.get(s["key_id"], [])
+        ]
+        ver.sort(key=lambda v: v["created_at"] or "")
+        current = versions[-1]
+        shapes.append(
+            {
+                "kernel": kernel,
+                "shape": shape_key,
+                "device": device,
+                "best_s": current["best_s"],
+                "best_config": current["best_config"],
+                "default_s": current["default_s"],
+                "speedup_default": current["speedup_default"],
+                # the kernel's own reference (e.g. cuBLASLt) is not timed by the engine yet
+                "speedup_reference": None,
+                "environment": current["environment"],
+                "failures": {k: n for k, n in current["counts"].items() if k != TrialStatus.OK.value},
+                "last_verification": ver[-1] if ver else None,
+                "versions": versions,
+                "verifications": ver,
+            }
+        )
+    chosen = None
+    if runs:
+        chosen = next((r for r in runs if r.run_id == run_id), None) if run_id else None
+        chosen = chosen or runs[-1]
+    regressions = [
+        {"kernel": s["kernel"], "shape": s["shape"], "device": s["device"], **s["last_verification"]}
+        for s in shapes
+        if s["last_verification"] and s["last_verification"]["status"] in ("regression", "confirmed")
+    ]
+    return {
+        "generated_at": datetime.now(timezone.utc).isoformat(),
+        "database": store.masked_url,
+        "since": _iso(since),
+        "run": None
+        if chosen is None
+        else {
+            "run_id": chosen.run_id,
+            "job": chosen.job_name,
+            "host": chosen.hostname,
+            "status": chosen.status,
+            "started_at": _iso(chosen.started_at),
+            "finished_at": _iso(chosen.finished_at),
+            "summary": chosen.summary,
+        },
+        "runs": [
+            {
+                "run_id": r.run_id,
+                "job": r.job_name,
+                "host": r.hostname,
+                "status": r.status,
+                "started_at": _iso(r.started_at),
+                "finished_at": _iso(r.finished_at),
+                "shapes": len(r.summary.get("shapes", [])),
+                "verified": len(r.summary.get("verifications", [])),
+                "regressions": r.summary.get("regressions", 0),
+                "confirmed": r.summary.get("confirmed", 0),
+            }
+            for r in runs
+        ],
+        "shapes": shapes,
+        "regressions": regressions,
+        "requests": [
+            {"kernel": r.kernel_name, "shape": r.shape_key, "device": r.device_name, "count": r.count}
+            for r in store.shape_requests(since=since)[:50]
+        ],
+    }

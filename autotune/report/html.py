@@ -1,0 +1,249 @@
+"""The report as one self-contained HTML file: plotly figures (plotly.js inlined once, no network), the
+Markdown's tables beside them. Per shape: the best time over versions and nightly verifications, the
+speedup over the default config, the optimization history of the last search, failures by status."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from .markdown import fmt_time
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
+table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}
+th{background:#f3f3f3}.regression{color:#b00;font-weight:bold}.plot{margin:8px 0 24px}
+h2{border-bottom:1px solid #ddd;padding-bottom:4px}
+"""
+
+
+def _ms(t: float | None) -> float | None:
+    return None if t is None else t * 1e3
+
+
+def _shape_figure(s: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1,
+        cols=4,
+        subplot_titles=(
+            "best time (ms) over versions and runs",
+            "speedup over the default config",
+            "optimization history, last search (ms)",
+            "trials by status, last search",
+        ),
+        horizontal_spacing=0.06,
+    )
+    vs = s["versions"]
+    fig.add_trace(
+        go.Scatter(
+            x=[v["created_at"] for v in vs],
+            y=[_ms(v["best_s"]) for v in vs],
+            text=[v["environment"] for v in vs],
+            mode="markers+lines",
+            name="stored best per version",
+        ),
+        row=1,
+        col=1,
+    )
+    if s["verifications"]:
+        ver = s["verifications"]
+        fig.add_trace(
+            go.Scatter(
+                x=[v["created_at"] for v in ver],
+                y=[_ms(v["median_s"]) for v in ver],
+                text=[v["status"] for v in ver],
+                mode="markers+lines",
+                name="nightly re-measurement (median)",
+                marker={
+                    "color": ["#c00" if v["status"] in ("regression", "confirmed") else "#2a2" for v in ver]
+                },
+            ),
+            row=1,
+            col=1,
+        )
+    fig.add_trace(
+        go.Bar(
+            x=[f"{v['environment']} ({v['source']})" for v in vs],
+            y=[v["speedup_default"] or 0 for v in vs],
+            name="speedup over default",
+        ),
+        row=1,
+        col=2,
+    )
+    hist = vs[-1]["history"]
+    fig.add_trace(
+        go.Scatter(
+            x=[h["i"] for h in hist if h["time_s"] is not None],
+            y=[_ms(h["time_s"]) for h in hist if h["time_s"] is not None],
+            mode="markers",
+            name="trial",
+        ),
+        row=1,
+        col=3,
+    )
+    best, best_so_far = None, []
+    for h in hist:
+        if h["time_s"] is not None:
+            best = h["time_s"] if best is None else min(best, h["time_s"])
+        best_so_far.append(_ms(best))
+    fig.add_trace(
+        go.Scatter(x=[h["i"] for h in hist], y=best_so_far, mode="lines", name="best so far"), row=1, col=3
+    )
+    counts = vs[-1]["counts"]
+    fig.add_trace(
+        go.Bar(x=sorted(counts), y=[counts[k] for k in sorted(counts)], name="status"), row=1, col=4
+    )
+    fig.update_layout(
+        height=330, margin={"l": 40, "r": 10, "t": 40, "b": 40}, showlegend=False, template="plotly_white"
+    )
+    fig.update_xaxes(showticklabels=False, row=1, col=2)
+    return fig
+
+
+def _summary_figure(doc: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    shapes = doc["shapes"]
+    fig = go.Figure(
+        go.Bar(
+            x=[f"{s['kernel']} {s['shape']}" for s in shapes],
+            y=[s["speedup_default"] or 0 for s in shapes],
+            name="speedup over default",
+        )
+    )
+    fig.update_layout(
+        title="best config's speedup over the default config, per shape",
+        height=360,
+        template="plotly_white",
+        margin={"l": 40, "r": 10, "t": 40, "b": 120},
+    )
+    return fig
+
+
+def _table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        f"<tr class='{(classes or [''] * len(rows))[i]}'>"
+        + "".join(f"<td>{html.escape(c)}</td>" for c in r)
+        + "</tr>"
+        for i, r in enumerate(rows)
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    import plotly.io as pio
+    from plotly.offline import get_plotlyjs
+
+    parts = [
+        f"<h1>autotune report</h1><p>Database <code>{html.escape(doc['database'])}</code>, generated "
+        f"{html.escape(doc['generated_at'][:19])} UTC.</p>"
+    ]
+    run = doc.get("run")
+    if run:
+        s = run["summary"]
+        parts.append(
+            f"<h2>Run {html.escape(run['run_id'])}</h2><p>Job <b>{html.escape(run['job'])}</b> on "
+            f"{html.escape(run['host'])}: {html.escape(run['status'])}, {s.get('wall_s', 0):.1f} s; "
+            f"{s.get('regressions', 0)} regression(s), {s.get('confirmed', 0)} confirmed.</p>"
+        )
+        rows = [
+            [
+                e["kernel"],
+                e["shape"],
+                e["action"],
+                e.get("skipped") or e["reason"],
+                str(e.get("evaluations", 0)),
+                fmt_time(e.get("best_s")),
+                f"{e['speedup']:.2f}x" if e.get("speedup") else "-",
+            ]
+            for e in s.get("shapes", [])
+        ]
+        if rows:
+            parts.append(
+                _table(["kernel", "shape", "action", "why", "evaluated", "best", "vs default"], rows)
+            )
+    parts.append("<h2>Regressions</h2>")
+    if doc["regressions"]:
+        parts.append(
+            _table(
+                ["kernel", "shape", "device", "status", "ratio", "p", "baseline", "now"],
+                [
+                    [
+                        r["kernel"],
+                        r["shape"],
+                        r["device"],
+                        r["status"],
+                        f"{r['ratio']:.3f}x",
+                        f"{r['p_value']:.2g}",
+                        fmt_time(r["baseline_s"]),
+                        fmt_time(r["median_s"]),
+                    ]
+                    for r in doc["regressions"]
+                ],
+                ["regression"] * len(doc["regressions"]),
+            )
+        )
+    else:
+        parts.append("<p>None.</p>")
+    figures: list[tuple[str, Any]] = []
+    if doc["shapes"]:
+        parts.append("<h2>Speedups</h2>")
+        figures.append(("summary", _summary_figure(doc)))
+        parts.append("<div class='plot' id='slot-summary'></div>")
+        parts.append("<h2>Shapes</h2>")
+        for i, s in enumerate(doc["shapes"]):
+            v = s["last_verification"]
+            ver = "-"
+            if v:
+                ver = v["status"] + (f" ({v['ratio']:.3f}x)" if v["ratio"] else "")
+            parts.append(
+                f"<h3>{html.escape(s['kernel'])} {html.escape(s['shape'])} on {html.escape(s['device'])}</h3>"
+                f"<p>best {fmt_time(s['best_s'])} ({html.escape(json.dumps(s['best_config']))}); default "
+                f"{fmt_time(s['default_s'])}; last verification: "
+                f"{html.escape(ver)}"
+                f"; {html.escape(s['environment'])}</p>"
+            )
+            figures.append((f"shape{i}", _shape_figure(s)))
+            parts.append(f"<div class='plot' id='slot-shape{i}'></div>")
+    if doc["requests"]:
+        parts.append("<h2>Shapes requested at run time</h2>")
+        parts.append(
+            _table(
+                ["kernel", "shape", "device", "lookups"],
+                [[r["kernel"], r["shape"], r["device"], str(r["count"])] for r in doc["requests"]],
+            )
+        )
+    if doc["runs"]:
+        parts.append("<h2>Runs</h2>")
+        parts.append(
+            _table(
+                ["run", "job", "host", "status", "shapes", "verified", "regressions", "confirmed"],
+                [
+                    [
+                        r["run_id"],
+                        r["job"],
+                        r["host"],
+                        r["status"],
+                        str(r["shapes"]),
+                        str(r["verified"]),
+                        str(r["regressions"]),
+                        str(r["confirmed"]),
+                    ]
+                    for r in doc["runs"][-20:]
+                ],
+            )
+        )
+    body = "\n".join(parts)
+    for name, fig in figures:
+        div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"plot-{name}")
+        body = body.replace(f"<div class='plot' id='slot-{name}'></div>", f"<div class='plot'>{div}</div>")
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>autotune report</title>"
+        f"<style>{_STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head>"
+        f"<body>{body}</body></html>"
+    )

@@ -1,0 +1,240 @@
+"""The ``auto`` strategy (the default): learns from the store, then from this shape's results.
+
+An Optuna sampler (``AutoSampler``, a ``BaseSampler``), so ask/tell, the database study and optuna-dashboard
+work as with TPE. Per shape:
+
+1. **Candidates**: the space's valid configs (every one when it can be listed, else a sample of
+   ``POOL_SIZE``); it only ever proposes a valid config never measured, failed or pending under this key.
+2. **Prior** (``surrogate.TransferPrior``): trained on every ``ok`` trial of the same kernel and space under
+   other keys in the store (``Store.transfer_history``: other shapes; other devices and software versions
+   weighted lower), on parameters, shape and the kernel file's analytic features.
+3. **Correction** (``surrogate.LocalCorrection``): a GP on this shape's residuals; the next config
+   minimizes ``prior + GP mean - KAPPA * GP sd`` (a lower confidence bound); a batch is built by
+   "kriging believer" (a pending config counts as measured at its predicted time).
+4. **With too little data**: first the default config (the search loop runs it), then the best configs
+   of the nearest tuned shapes, then the prior's best; with no prior, a space-filling design (greedy
+   max-min distance) until ``N_INIT`` results, then the GP alone.
+
+It also bounds the proposals in flight (``max_in_flight``): results that arrive after the next batch was
+chosen teach it nothing."""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.trial import FrozenTrial, TrialState
+
+from ..shapes import shape_distance
+from ..trial import config_hash
+from .base import HistoryPoint, StrategyContext
+from .encoding import Encoder, ordinal
+from .optuna_strategy import OptunaStrategy, distributions
+from .surrogate import LocalCorrection, TransferPrior, standardize
+
+log = logging.getLogger("autotune.search")
+
+#: candidates sampled from a space too large to list
+POOL_SIZE = 4096
+#: exploration weight of the lower confidence bound
+KAPPA = 1.0
+#: the GP's inputs: "params" (the parameters only) or "all" (parameters and the kernel's features)
+GP_INPUTS = "all"
+#: with a prior: results on this shape before the GP corrects it (until then, the prior's best, diverse)
+PRIOR_ONLY = 8
+#: penalty (in log time) on a config next to one already chosen, in the prior-only phase
+DIVERSITY = 0.5
+#: results on this shape before the GP drives (without a prior: a space-filling design until then)
+N_INIT = 5
+#: best configs of this many nearest tuned shapes are tried first
+NEAREST_SHAPES = 3
+#: a prior needs this many history points
+MIN_HISTORY = 30
+#: a history shape's weight decays as exp(-distance / SHAPE_SCALE) (log2 units: ``shapes.shape_distance``),
+#: so the prior follows the nearest shapes where they disagree with far ones
+SHAPE_SCALE = 2.0
+
+
+class AutoSampler(BaseSampler):
+    def __init__(self, ctx: StrategyContext):
+        self.ctx = ctx
+        self.seed = ctx.seed
+        self._rng = random.Random(ctx.seed)
+        self._fallback = RandomSampler(seed=ctx.seed)
+        self._dists = distributions(ctx.space)
+        self._ordinals = {p.name: o for p in ctx.space.params if (o := ordinal(p)) is not None}
+        t0 = time.perf_counter()
+        self.pool = self._pool()
+        self._index = {config_hash(c): i for i, c in enumerate(self.pool)}
+        feats = ctx.features(ctx.shape, self.pool) if ctx.features and self.pool else None
+        names = sorted({k for f in feats or () for k in f})
+        self.encoder = Encoder(ctx.space.params, ctx.shape_params, names)
+        x_pool = np.array(
+            [
+                self.encoder.row(c, ctx.shape, f)
+                for c, f in zip(self.pool, feats or [None] * len(self.pool), strict=True)
+            ]
+        ).reshape(len(self.pool), self.encoder.width)
+        # the GP sees parameters (and features, GP_INPUTS="all"), not the shape: constant within a search
+        n_par, n_dims = self.encoder.n_param_cols, len(ctx.shape_params)
+        gp_cols = list(range(n_par))
+        if GP_INPUTS == "all":
+            gp_cols += list(range(n_par + n_dims, self.encoder.width))
+        self.x_gp = standardize(x_pool[:, gp_cols]) if len(self.pool) else x_pool
+        self.prior = np.zeros(len(self.pool))
+        self.has_prior = False
+        self.seeds: list[int] = []  # pool indices to try first: best configs of the nearest shapes
+        if ctx.history and len(ctx.history) >= MIN_HISTORY and self.pool:
+            self._fit_prior(ctx.history, names, x_pool)
+        self.local = LocalCorrection(ctx.seed)
+        self.setup_s = time.perf_counter() - t0
+        log.info(
+            "auto: %d candidates, %d history points, prior=%s, %.2f s",
+            len(self.pool),
+            len(ctx.history),
+            self.has_prior,
+            self.setup_s,
+        )
+
+    # ------------------------------------------------------------------ set-up
+
+    def _pool(self) -> list[dict[str, Any]]:
+        if self.ctx.valid is not None:
+            return list(self.ctx.valid)
+        return self.ctx.space.sample_unique(self._rng, POOL_SIZE, self.ctx.facts)
+
+    def _fit_prior(self, history: Sequence[HistoryPoint], names: list[str], x_pool: np.ndarray) -> None:
+        by_shape: dict[tuple[tuple[str, int], ...], list[HistoryPoint]] = {}
+        for h in history:
+            if h.time_s > 0 and math.isfinite(h.time_s):
+                by_shape.setdefault(tuple(sorted(h.dims.items())), []).append(h)
+        rows, ys, ws = [], [], []
+        nearest: list[tuple[float, dict[str, Any]]] = []
+        for key, points in by_shape.items():
+            dims = dict(key)
+            configs = [p.config for p in points]
+            feats = self.ctx.features(dims, configs) if self.ctx.features and names else None
+            best = min(p.time_s for p in points)
+            distance = shape_distance(dims, self.ctx.shape)
+            near = math.exp(-distance / SHAPE_SCALE) if math.isfinite(distance) else 0.0
+            for i, p in enumerate(points):
+                rows.append(self.encoder.row(p.config, dims, feats[i] if feats else None))
+                ys.append(math.log(p.time_s / best))
+                ws.append(p.weight * near)
+            top = min(points, key=lambda p: p.time_s)
+            nearest.append((distance, top.config))
+        nearest.sort(key=lambda t: t[0])
+        for _, config in nearest[:NEAREST_SHAPES]:
+            i = self._index.get(config_hash(config))
+            if i is not None and i not in self.seeds:
+                self.seeds.append(i)
+        prior = TransferPrior(self.seed).fit(np.array(rows), np.array(ys), np.array(ws))
+        self.prior = prior.predict(x_pool)
+        self.has_prior = True
+
+    # ------------------------------------------------------------------ Optuna's sampler interface
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+        return dict(self._dists)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):  # noqa: ANN001
+        # only reached for a param sample_relative left out (inactive in the chosen config, or an empty
+        # pool): any value, the search loop checks the config
+        return self._fallback.sample_independent(study, trial, param_name, param_distribution)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]
+    ) -> dict[str, Any]:
+        if not self.pool:
+            return {}
+        observed: dict[int, float] = {}
+        blocked: set[int] = set()
+        for t in study.get_trials(deepcopy=False):
+            if t.number == trial.number:
+                continue
+            i = self._index.get(config_hash(self._config(t.params)))
+            if i is None:
+                continue
+            if t.state == TrialState.COMPLETE and t.value is not None and t.value > 0:
+                observed[i] = min(observed.get(i, math.inf), float(t.value))
+            blocked.add(i)  # measured, failed, pending or a repeat: never proposed again
+        free = np.ones(len(self.pool), dtype=bool)
+        free[list(blocked)] = False
+        if not free.any():
+            return {}
+        choice = self._choose(observed, blocked, free)
+        return dict(self.pool[choice])
+
+    # ------------------------------------------------------------------ the choice
+
+    def _choose(self, observed: dict[int, float], blocked: set[int], free: np.ndarray) -> int:
+        for i in self.seeds:
+            if free[i]:
+                return i
+        pending = [i for i in blocked if i not in observed]
+        if len(observed) < (PRIOR_ONLY if self.has_prior else N_INIT):
+            if self.has_prior:
+                return self._diverse_prior(blocked, free)
+            return self._spread(blocked, free)
+        idx = np.array(list(observed))
+        y = np.log(np.array([observed[i] for i in idx])) - self.prior[idx]
+        self.local.fit(self.x_gp[idx], y)
+        if pending:
+            pend = np.array(pending)
+            believed, _ = self.local.predict(self.x_gp[pend])
+            self.local.believe(self.x_gp[np.concatenate([idx, pend])], np.concatenate([y, believed]))
+        mean, sd = self.local.predict(self.x_gp)
+        score = self.prior + mean - KAPPA * sd
+        return int(np.where(free, score, np.inf).argmin())
+
+    def _diverse_prior(self, blocked: set[int], free: np.ndarray) -> int:
+        """The prior's best, discounted near configs already chosen: the first batches cover several good
+        regions of the prior instead of the neighbours of its single best."""
+        score = self.prior
+        if blocked and DIVERSITY > 0:
+            chosen = self.x_gp[list(blocked)]
+            d = np.sqrt(((self.x_gp[:, None, :] - chosen[None, :, :]) ** 2).sum(axis=2).min(axis=1))
+            score = score + DIVERSITY * np.exp(-d)
+        return int(np.where(free, score, np.inf).argmin())
+
+    def _spread(self, blocked: set[int], free: np.ndarray) -> int:
+        """The free candidate farthest from every config already chosen (a random one first)."""
+        if not blocked:
+            return int(self._rng.choice(np.flatnonzero(free)))
+        chosen = self.x_gp[list(blocked)]
+        d = ((self.x_gp[:, None, :] - chosen[None, :, :]) ** 2).sum(axis=2).min(axis=1)
+        return int(np.where(free, d, -np.inf).argmax())
+
+    def _config(self, params: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in params.items():
+            o = self._ordinals.get(k)
+            out[k] = o.snap(v) if o is not None else v
+        return out
+
+
+class AutoStrategy(OptunaStrategy):
+    def __init__(self, ctx: StrategyContext):
+        super().__init__(ctx, AutoSampler(ctx))
+        budget = ctx.budget or 40
+        #: small batches: each one is chosen knowing the results of the last
+        self.max_in_flight = max(4, math.ceil(budget / 5))
+
+
+def model_order(ctx: StrategyContext) -> list[dict[str, Any]] | None:
+    """The valid configs, best first by the nearest shapes' bests and then the prior (None without one)."""
+    sampler = AutoSampler(ctx)
+    if not sampler.has_prior:
+        return None
+    rank = [
+        *sampler.seeds,
+        *(int(i) for i in np.argsort(sampler.prior, kind="stable") if int(i) not in sampler.seeds),
+    ]
+    return [sampler.pool[i] for i in rank]

@@ -1,0 +1,132 @@
+"""Shapes production asked for and did not find tuned (``autotune_shape_requests``): counted in-process by
+``autotune.requests_log`` and added here in one transaction per flush; read by the nightly planner and
+``autotune show --requests``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from .database import Database
+from .models import ShapeRequestRow
+from .rows import from_db_time, utc
+
+
+@dataclass(frozen=True)
+class ShapeRequest:
+    kernel_name: str
+    shape_key: str
+    dims: dict[str, int]
+    dtypes_key: str
+    device_name: str
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+
+
+@dataclass(frozen=True)
+class RequestCount:
+    """What one process counted since its last flush."""
+
+    kernel_name: str
+    shape_key: str
+    dims: dict[str, int]
+    device_name: str
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+    dtypes_key: str = ""
+
+
+class RequestQueries(Database):
+    def add_requests(self, counts: list[RequestCount]) -> None:
+        """Add counts to the stored ones (a row per kernel, shape, dtypes and device), creating missing rows;
+        concurrent flushers from many processes add up (an UPDATE ... SET count = count + n)."""
+        if not counts:
+            return
+
+        def attempt() -> None:
+            with self.session(write=True) as s:
+                for c in sorted(counts, key=lambda c: (c.kernel_name, c.shape_key, c.device_name)):
+                    ident = (
+                        ShapeRequestRow.kernel_name == c.kernel_name,
+                        ShapeRequestRow.shape_key == c.shape_key,
+                        ShapeRequestRow.dtypes_key == c.dtypes_key,
+                        ShapeRequestRow.device_name == c.device_name,
+                    )
+                    bump = (
+                        update(ShapeRequestRow)
+                        .where(*ident)
+                        .values(count=ShapeRequestRow.count + c.count, last_seen=utc(c.last_seen))
+                    )
+                    if s.execute(bump).rowcount:
+                        continue
+                    try:
+                        with s.begin_nested():  # lost a race with another flusher: add to its row
+                            s.add(
+                                ShapeRequestRow(
+                                    kernel_name=c.kernel_name,
+                                    shape_key=c.shape_key,
+                                    dims={str(k): int(v) for k, v in c.dims.items()},
+                                    dtypes_key=c.dtypes_key,
+                                    device_name=c.device_name,
+                                    count=c.count,
+                                    first_seen=utc(c.first_seen),
+                                    last_seen=utc(c.last_seen),
+                                )
+                            )
+                    except IntegrityError:
+                        s.execute(bump)
+
+        self.retrying(attempt)
+
+    def shape_requests(
+        self,
+        kernel_name: str | None = None,
+        *,
+        device_name: str | None = None,
+        since: datetime | None = None,
+    ) -> list[ShapeRequest]:
+        """Recorded requests, most requested first."""
+        stmt = select(ShapeRequestRow)
+        if kernel_name is not None:
+            stmt = stmt.where(ShapeRequestRow.kernel_name == kernel_name)
+        if device_name is not None:
+            stmt = stmt.where(ShapeRequestRow.device_name == device_name)
+        if since is not None:
+            stmt = stmt.where(ShapeRequestRow.last_seen >= utc(since))
+        with self.session() as s:
+            rows = s.scalars(
+                stmt.order_by(ShapeRequestRow.count.desc(), ShapeRequestRow.kernel_name, ShapeRequestRow.id)
+            ).all()
+            return [_request(r) for r in rows]
+
+
+def _request(r: ShapeRequestRow) -> ShapeRequest:
+    return ShapeRequest(
+        r.kernel_name,
+        r.shape_key,
+        {str(k): int(v) for k, v in r.dims.items()},
+        r.dtypes_key,
+        r.device_name,
+        int(r.count),
+        from_db_time(r.first_seen),
+        from_db_time(r.last_seen),
+    )
+
+
+def request_json(r: ShapeRequest) -> dict[str, Any]:
+    return {
+        "kernel": r.kernel_name,
+        "shape": r.shape_key,
+        "dims": r.dims,
+        "dtypes": r.dtypes_key,
+        "device": r.device_name,
+        "count": r.count,
+        "first_seen": r.first_seen.isoformat(),
+        "last_seen": r.last_seen.isoformat(),
+    }

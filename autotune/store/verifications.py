@@ -1,0 +1,143 @@
+"""Re-measurements of stored best configs (``autotune_verifications``, one row per run and key, never
+rewritten) and the nightly runs themselves (``autotune_nightly_runs``): the history the regression test
+and the report read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from .database import Database
+from .models import NightlyRunRow, VerificationRow, utcnow
+from .rows import from_db_time, utc
+
+
+@dataclass
+class Verification:
+    key_id: int
+    run_id: str
+    kernel_name: str
+    shape_key: str
+    device_name: str
+    config: dict[str, Any]
+    config_hash: str
+    samples_s: list[float]
+    threshold: float
+    status: str
+    trial_id: int | None = None
+    baseline_s: float | None = None
+    median_s: float | None = None
+    reference_s: list[float] | None = None
+    ratio: float | None = None
+    p_value: float | None = None
+    error: str | None = None
+    hostname: str | None = None
+    created_at: datetime | None = None
+    id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["created_at"] = self.created_at.isoformat() if self.created_at else None
+        return d
+
+
+@dataclass
+class NightlyRun:
+    run_id: str
+    job_name: str
+    hostname: str
+    status: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+_COLUMNS = [c.key for c in VerificationRow.__table__.columns]
+
+
+class VerificationQueries(Database):
+    def record_verification(self, v: Verification) -> int:
+        values = {k: getattr(v, k) for k in _COLUMNS if k not in ("id", "created_at")}
+
+        def attempt() -> int:
+            with self.session(write=True) as s:
+                row = VerificationRow(**values, created_at=utc(v.created_at) or utcnow())
+                s.add(row)
+                s.flush()
+                return row.id
+
+        return self.retrying(attempt)
+
+    def verifications(
+        self,
+        key_id: int | None = None,
+        *,
+        config_hash: str | None = None,
+        kernel_name: str | None = None,
+        since: datetime | None = None,
+    ) -> list[Verification]:
+        """Stored verifications, oldest first."""
+        stmt = select(VerificationRow)
+        if key_id is not None:
+            stmt = stmt.where(VerificationRow.key_id == key_id)
+        if config_hash is not None:
+            stmt = stmt.where(VerificationRow.config_hash == config_hash)
+        if kernel_name is not None:
+            stmt = stmt.where(VerificationRow.kernel_name == kernel_name)
+        if since is not None:
+            stmt = stmt.where(VerificationRow.created_at >= utc(since))
+        with self.session() as s:
+            rows = s.scalars(stmt.order_by(VerificationRow.id)).all()
+            return [_verification(r) for r in rows]
+
+    def start_run(self, run_id: str, job_name: str, hostname: str) -> None:
+        def attempt() -> None:
+            with self.session(write=True) as s:
+                s.add(
+                    NightlyRunRow(
+                        run_id=run_id,
+                        job_name=job_name,
+                        hostname=hostname,
+                        status="running",
+                        summary={},
+                        started_at=utcnow(),
+                    )
+                )
+
+        self.retrying(attempt)
+
+    def finish_run(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
+        def attempt() -> None:
+            with self.session(write=True) as s:
+                row = s.scalars(select(NightlyRunRow).where(NightlyRunRow.run_id == run_id)).one()
+                row.status, row.summary, row.finished_at = status, summary, utcnow()
+
+        self.retrying(attempt)
+
+    def nightly_runs(self, *, since: datetime | None = None) -> list[NightlyRun]:
+        stmt = select(NightlyRunRow)
+        if since is not None:
+            stmt = stmt.where(NightlyRunRow.started_at >= utc(since))
+        with self.session() as s:
+            return [
+                NightlyRun(
+                    r.run_id,
+                    r.job_name,
+                    r.hostname,
+                    r.status,
+                    dict(r.summary or {}),
+                    from_db_time(r.started_at),
+                    from_db_time(r.finished_at) if r.finished_at else None,
+                )
+                for r in s.scalars(stmt.order_by(NightlyRunRow.id)).all()
+            ]
+
+
+def _verification(r: VerificationRow) -> Verification:
+    values = {k: getattr(r, k) for k in _COLUMNS}
+    values["created_at"] = from_db_time(r.created_at)
+    values["samples_s"] = [float(x) for x in r.samples_s or []]
+    return Verification(**values)

@@ -1,0 +1,269 @@
+"""The search strategies' model side: the ``auto`` strategy (transfer from other shapes, a GP per shape,
+only valid never-measured proposals), ordinal parameters, repeats and failures told to Optuna without fake
+times, budgeted exhaustive order, re-timed finalists, landscape files and ``autotune replay``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import optuna
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli import app
+from autotune.engine import SimulatedBackend, Worker
+from autotune.landscape import LandscapeFile, load_landscape
+from autotune.replay import history_store, replay_one
+from autotune.search import HistoryPoint, StrategyContext, make_strategy
+from autotune.search.encoding import ordinal
+from autotune.search.optuna_strategy import OptunaStrategy, distribution, tpe_sampler
+from autotune.settings import SearchSettings
+from autotune.space import Space
+from autotune.store import Store
+from autotune.trial import TrialResult, TrialStatus, config_hash
+from autotune.tuner import Tuner
+from tests.test_engine import sim_info
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
+
+#: a space whose best A follows the shape: A = log2(N), B = 2, C = "y"
+SPACE = {
+    "name": "shifting",
+    "params": {"A": {"range": [1, 8]}, "B": {"pow2": [1, 8]}, "C": ["x", "y"]},
+    "constraints": [{"name": "small", "expr": "A * B <= 24"}],
+}
+FACTS = {"cc": 0}
+
+
+def shifting(config, shape) -> TrialResult:
+    a0 = math.log2(shape["N"])
+    if config["A"] == 8 and config["C"] == "x":
+        return TrialResult(TrialStatus.COMPILE_FAILED, config, error="synthetic")
+    t = 1e-5 * (
+        1 + (config["A"] - a0) ** 2 + 0.3 * (config["B"] - 2) ** 2 + (0 if config["C"] == "y" else 0.4)
+    )
+    return TrialResult(TrialStatus.OK, config, time_s=t)
+
+
+def features(config, shape, facts):
+    return {"distance": abs(config["A"] - math.log2(shape["N"]))}
+
+
+def landscape(n: int) -> LandscapeFile:
+    space = Space.from_dict(SPACE)
+    results = {config_hash(c): shifting(c, {"N": n}) for c in space.enumerate(FACTS)}
+    return LandscapeFile(
+        "shifting", "Sim GPU", dict(FACTS), {"N": n}, space, {"A": 1, "B": 1, "C": "x"}, results
+    )
+
+
+def history(*ns: int) -> list[HistoryPoint]:
+    return [
+        HistoryPoint({"N": n}, r.config, r.time_s, 1.0)
+        for n in ns
+        for r in landscape(n).results.values()
+        if r.timed
+    ]
+
+
+def test_ordinal_parameters_are_ordered_and_snapped():
+    space = Space.from_dict(SPACE)
+    a, b, c = space.params
+    assert distribution(a) == optuna.distributions.IntDistribution(1, 8, log=False)
+    assert distribution(b) == optuna.distributions.IntDistribution(1, 8, log=True)
+    assert isinstance(distribution(c), optuna.distributions.CategoricalDistribution)
+    assert ordinal(b).snap(3) == 4 and ordinal(b).snap(2.7) == 2 and ordinal(a).snap(4.4) == 4
+    # TPE proposes only values of the space, whatever it samples between them
+    st = OptunaStrategy(StrategyContext(space, FACTS, 0, None), tpe_sampler(0))
+    for _ in range(6):
+        for cfg in st.propose(4):
+            assert cfg["A"] in a.choices and cfg["B"] in b.choices
+            st.tell(cfg, shifting(cfg, {"N": 16}))
+
+
+def test_repeats_and_failures_are_never_told_as_times():
+    space = Space.from_dict(SPACE)
+    st = OptunaStrategy(StrategyContext(space, FACTS, 0, None), tpe_sampler(0))
+    cfg = {"A": 2, "B": 2, "C": "y"}
+    first, again = st.study.ask(), st.study.ask()
+    st._pending[config_hash(cfg)] = [first, again]
+    st.tell(cfg, shifting(cfg, {"N": 16}))
+    st.tell(cfg, shifting(cfg, {"N": 16}))  # the same config proposed twice: a repeat
+    bad = {"A": 8, "B": 1, "C": "x"}
+    t3 = st.study.ask()
+    st._pending[config_hash(bad)] = [t3]
+    st.tell(bad, shifting(bad, {"N": 16}))
+    trials = st.study.get_trials()
+    assert [t.state for t in trials] == [
+        optuna.trial.TrialState.COMPLETE,
+        optuna.trial.TrialState.FAIL,
+        optuna.trial.TrialState.PRUNED,
+    ]
+    assert trials[1].user_attrs["autotune_status"] == "repeat"
+    assert trials[2].user_attrs["autotune_status"] == "compile_failed" and trials[2].value is None
+
+
+def _run(strategy: str, hist, evaluations: int, feats=None, seed: int = 0):
+    target = landscape(16)
+    return replay_one(
+        target,
+        strategy,
+        evaluations,
+        seed,
+        hist,
+        (lambda shape, configs: [features(c, shape, FACTS) for c in configs]) if feats else None,
+        depth=4,
+    )
+
+
+def test_auto_with_other_shapes_in_the_store_finds_the_best_in_a_few_evaluations():
+    best = landscape(16).best_s
+    run = _run("auto", history(8, 32), 4, feats=True)
+    # the default, the nearest shapes' bests (A=3, A=5), then the prior's best (A=4): found
+    assert run.best_after[-1] == pytest.approx(best)
+    assert run.invalid == 0 and run.repeats == 0
+
+
+def test_auto_proposes_only_valid_never_measured_configs_and_converges_without_history():
+    best = landscape(16).best_s
+    run = _run("auto", (), 30)
+    assert run.invalid == 0 and run.repeats == 0
+    assert run.best_after[-1] <= best * 1.05
+    tpe = _run("tpe", (), 30)
+    assert tpe.proposals > 30  # TPE repeats itself or proposes invalid configs; auto does not
+    assert run.proposals == 30
+
+
+def test_budgeted_exhaustive_is_ordered_by_the_model():
+    space = Space.from_dict(SPACE)
+    valid = list(space.enumerate(FACTS))
+    ctx = StrategyContext(
+        space, FACTS, 0, valid, shape={"N": 16}, shape_params=("N",), history=history(8, 32), budget=5
+    )
+    order = make_strategy("exhaustive", ctx).propose(len(valid))
+    assert sorted(map(config_hash, order)) == sorted(map(config_hash, valid))  # still every config
+    plain = make_strategy("exhaustive", StrategyContext(space, FACTS, 0, valid)).propose(len(valid))
+    assert order != plain
+    t = {config_hash(c): shifting(c, {"N": 16}).time_s or math.inf for c in valid}
+    assert min(t[config_hash(c)] for c in order[:5]) < min(t[config_hash(c)] for c in plain[:5])
+
+
+def test_features_come_from_the_kernel_file_in_a_worker():
+    with Worker(TINY, "cpu") as w:
+        w.start()
+        rows = w.features({"N": 4}, [{"REPS": 2, "MODE": "b"}, {"REPS": 1, "MODE": "a"}], {"cc": 0})
+        assert rows == [{"work": 64.0}, {"work": 16.0}]
+        # and the worker still evaluates afterwards (one exchange at a time on its pipe)
+        assert w.evaluate({"REPS": 1, "MODE": "a"}, {"N": 4}).status is TrialStatus.OK
+
+
+def noisy(config, shape) -> TrialResult:
+    """shifting() with a deterministic +-3 % wobble per call: re-timing sees different samples."""
+    res = shifting(config, shape)
+    noisy.calls += 1
+    if res.time_s:
+        res.time_s *= 1 + 0.03 * math.sin(noisy.calls)
+    return res
+
+
+noisy.calls = 0
+
+
+def test_finalists_are_retimed_and_the_best_keeps_their_median(sqlite_url):
+    space = Space.from_dict(SPACE)
+    info = sim_info(space, {"A": 1, "B": 1, "C": "x"})
+    settings = SearchSettings(
+        devices="sim:0", strategy="auto", trials=12, seed=0, compile_workers=0, retime_top=3
+    )
+    store = Store(sqlite_url)
+    store.upgrade()
+    with Tuner("sim", store, settings, backend=SimulatedBackend(info, noisy)) as tuner:
+        tuner.start()
+        report = tuner.search_shape({"N": 16})
+    assert len(report.finalists) == 3
+    assert all(f.samples == 4 for f in report.finalists)  # the search's sample + 3 interleaved rounds
+    medians = [f.median_s for f in report.finalists]
+    assert medians == sorted(medians)
+    best = store.best("sim_kernel")[0]
+    assert best.samples == 4 and best.time_s == pytest.approx(medians[0]) and best.spread > 0
+    assert best.config == report.finalists[0].config
+    assert store.duplicate_measurements() == 0  # re-timings are not duplicate evaluations
+    assert sum(store.trial_counts(best.key_id).values()) == report.evaluations
+
+
+def test_landscape_export_and_replay_cli(tmp_path, sqlite_url):
+    store = history_store([landscape(16)], sqlite_url)
+    store.close()
+    out = tmp_path / "l16.json"
+    r = CliRunner().invoke(
+        app, ["landscape", "export", "shifting", "--shape", "N=16", "--out", str(out), "--db", sqlite_url]
+    )
+    assert r.exit_code == 0, r.output
+    back = load_landscape(out)
+    assert back.best_s == pytest.approx(landscape(16).best_s) and len(back.results) == len(
+        landscape(16).results
+    )
+    files = []
+    for n in (8, 32):
+        p = tmp_path / f"l{n}.json"
+        p.write_text(json.dumps(landscape(n).to_json()))
+        files.append(str(p))
+    r = CliRunner().invoke(
+        app,
+        [
+            "replay",
+            *files,
+            str(out),
+            "--strategy",
+            "auto,tpe",
+            "--evaluations",
+            "12",
+            "--seeds",
+            "2",
+            "--depth",
+            "4",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert "N=16" in r.output and "auto" in r.output and "tpe" in r.output and "<= 2 %" in r.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = CliRunner().invoke(app, ["replay", str(bad)])
+    assert r.exit_code == 2 and "not a usable landscape" in r.output
+
+
+def test_timeout_holds_within_the_evaluation_timing_when_it_passes(sqlite_url):
+    """--timeout (a nightly job's deadline): queued and compiling candidates are handed back, so at most
+    the one evaluation timing on the device when the deadline passes starts... and none after it."""
+    import threading
+    import time
+
+    space = Space.from_dict(SPACE)
+    starts: list[float] = []
+
+    def slow(config, shape):
+        if threading.current_thread().name == "timer":  # the timing worker's evaluations, not compiles
+            starts.append(time.monotonic())
+        return shifting(config, shape)
+
+    info = sim_info(space, {"A": 1, "B": 1, "C": "x"})
+    settings = SearchSettings(
+        devices="sim:0", strategy="tpe", trials=200, seed=0, compile_workers=2, timeout_s=1.0, retime_top=0
+    )
+    store = Store(sqlite_url)
+    store.upgrade()
+    backend = SimulatedBackend(info, slow, eval_s=0.25)
+    with Tuner("sim", store, settings, backend=backend) as tuner:
+        tuner.start()
+        t0 = time.monotonic()
+        report = tuner.search_shape({"N": 16})
+    timed = [h for ev in backend.made if ev.device == "sim:0" for kind, h in ev.calls if kind == "eval"]
+    assert 2 <= len(timed) == len(starts) < 200
+    # the deadline is 1 s after the shape's set-up (some ms after t0): at most one evaluation starts after it
+    assert len([t for t in starts if t > t0 + 1.3]) <= 1
+    key = store.summary()[0]["key_id"]
+    assert report.evaluations == len(store.trials(key)) == len(timed)
+    assert store.running_claims(key) == {}  # the handed-back candidates' claims are released

@@ -1,0 +1,201 @@
+"""`autotune nightly` end to end on the CPU example (real workers, real SQLite file and Postgres): bad job
+files, a run then a second run that verifies, recorded misses flowing into the next job, an injected
+regression failing the run, two concurrent runs never measuring a config twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from autotune import requests_log
+from autotune.lookup import best_config, clear_cache
+from autotune.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+JOBS = ROOT / "tests" / "data" / "jobs"
+MATMUL = ROOT / "examples" / "matmul_cpu.py"
+
+
+def autotune(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+def write_job(tmp_path: Path, url: str, name: str = "job", **fields) -> Path:
+    doc = {
+        "name": "cpu-nightly",
+        "database": url,
+        "devices": "cpu",
+        "kernels": [{"file": str(MATMUL), "shapes": ["M=64,N=64,K=64"]}],
+        "strategy": "random",
+        "evaluations": 3,
+        "seed": 0,
+        "num_tests": 3,
+        "verify": {"repeats": 5, "reference": False},
+        "report": str(tmp_path / "report"),
+    }
+    doc.update(fields)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(json.dumps(doc))  # JSON is YAML
+    return path
+
+
+@pytest.mark.parametrize(
+    "job,expected",
+    [
+        (
+            "bad_fields.yaml",
+            [
+                "typo_field: unknown field",
+                "strategy: unknown strategy 'annealing'",
+                "evaluations: must be >= 1 (got 0)",
+                "budget_s: must be >= 0",
+                "deadline: expected HH:MM",
+                "requested.min_count: must be >= 1",
+                "verify.repeats: must be >= 5",
+                "verify.threshold: must be > 0",
+                "kernels[0].file: no such kernel file",
+                "kernels[1].colour: unknown field",
+                "kernels[1].shapes[0]: bad shape 'M=64,N=0,K=64'",
+                "kernels[1].shapes[1]: expected 'default', 'requested' or a shape",
+            ],
+        ),
+        ("bad_yaml.yaml", ["not valid YAML (line 3)"]),
+        ("no_kernels.yaml", ["kernels: missing"]),
+        ("missing.yaml", ["cannot read the job file"]),
+    ],
+)
+def test_bad_job_files_are_one_line_per_mistake(job, expected, tmp_path):
+    db = tmp_path / "a.db"
+    proc = autotune("nightly", str(JOBS / job), env={"AUTOTUNE_DB": str(db)})
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == len(expected), proc.stderr
+    for line, want in zip(lines, expected, strict=True):
+        assert want in line and job in line
+    assert "Traceback" not in proc.stderr and not db.exists()
+
+
+def test_a_shape_that_does_not_fit_the_kernel_is_an_error(sqlite_url, tmp_path):
+    job = write_job(tmp_path, sqlite_url, kernels=[{"file": str(MATMUL), "shapes": ["X=4"]}])
+    proc = autotune("nightly", str(job), "--dry-run")
+    assert proc.returncode == 2 and "X=4" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request):
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+
+
+def test_cpu_job_end_to_end(url, tmp_path):
+    job = write_job(tmp_path, url)
+    plan = autotune("nightly", str(job), "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    assert "tune    M=64,N=64,K=64: 3 evaluations (not tuned yet: explicit shape)" in plan.stderr
+    first = autotune("nightly", str(job), "--json", str(tmp_path / "first.json"))
+    assert first.returncode == 0, first.stderr
+    summary = json.loads((tmp_path / "first.json").read_text())
+    assert [s["evaluations"] for s in summary["shapes"]] == [3] and not summary["verifications"]
+    second = autotune("nightly", str(job), "--json", str(tmp_path / "second.json"))
+    assert second.returncode == 0, second.stderr
+    summary = json.loads((tmp_path / "second.json").read_text())
+    assert [s["action"] for s in summary["shapes"]] == ["done"]  # resumed: nothing left to search
+    (v,) = summary["verifications"]
+    assert len(v["samples_s"]) == 5 and v["status"] in ("ok", "regression", "improved")
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert len(report["runs"]) == 2 and report["run"]["run_id"] == summary["run_id"]
+    assert (tmp_path / "report" / "report.html").stat().st_size > 1_000_000  # plotly.js inlined
+    store = Store(url)
+    assert store.duplicate_measurements() == 0 and len(store.verifications()) == 1
+
+
+def test_recorded_misses_flow_into_the_next_job(sqlite_url, tmp_path):
+    job = write_job(tmp_path, sqlite_url, verify=False)
+    assert autotune("nightly", str(job)).returncode == 0
+    clear_cache()
+    try:
+        for _ in range(3):
+            best_config("matmul_cpu", db=sqlite_url, device="cpu", M=96, N=64, K=64, record=True)
+        assert requests_log.flush() == 3
+    finally:
+        clear_cache()
+    requested = write_job(
+        tmp_path,
+        sqlite_url,
+        name="requested",
+        verify=False,
+        evaluations=2,
+        kernels=[{"file": str(MATMUL), "shapes": ["requested"]}],
+    )
+    plan = autotune("nightly", str(requested), "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    assert (
+        "tune    M=96,N=64,K=64: 2 evaluations (not tuned yet: requested 3 time(s) at run time)"
+        in plan.stderr
+    )
+    assert autotune("nightly", str(requested)).returncode == 0
+    assert Store(sqlite_url).best("matmul_cpu", shape_key="M=96,N=64,K=64")
+
+
+def test_injected_regression_fails_the_second_run(sqlite_url, tmp_path):
+    job = write_job(tmp_path, sqlite_url, verify=False)
+    assert autotune("nightly", str(job)).returncode == 0
+    store = Store(sqlite_url)
+    with store.engine.begin() as conn:  # the stored best claims a time no CPU reaches: every repeat is slower
+        conn.execute(text("UPDATE autotune_best_configs SET time_s = 1e-9"))
+        conn.execute(
+            text(
+                "UPDATE autotune_trials SET time_s = 1e-9 WHERE id IN (SELECT trial_id FROM autotune_best_configs)"
+            )
+        )
+    store.close()
+    verifying = write_job(tmp_path, sqlite_url, name="verify")
+    first = autotune("nightly", str(verifying), "--fail-on-regression")
+    assert first.returncode == 0, first.stderr  # flagged, not yet confirmed
+    assert "1 regression(s), 0 confirmed" in first.stderr
+    second = autotune("nightly", str(verifying), "--fail-on-regression")
+    assert second.returncode == 1, second.stderr
+    assert "1 regression(s), 1 confirmed" in second.stderr
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| **confirmed** |" in md
+
+
+def test_two_concurrent_runs_never_measure_twice(sqlite_url, tmp_path):
+    job = write_job(
+        tmp_path,
+        sqlite_url,
+        verify=False,
+        evaluations=6,
+        kernels=[{"file": str(MATMUL), "shapes": ["M=64,N=64,K=64", "M=32,N=64,K=64"]}],
+    )
+    Store(sqlite_url).upgrade()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "autotune", "nightly", str(job)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    store = Store(sqlite_url)
+    assert store.duplicate_measurements() == 0
+    states = store.key_states("matmul_cpu")
+    assert len(states) == 2 and all(s["measured"] >= 6 for s in states)
+    assert len(store.nightly_runs()) == 2

@@ -1,0 +1,74 @@
+"""examples/softmax.py: a kernel file made with the TritonKernel helper from a triton.Config list.
+
+The kernel and helper cases (tests/interpreted/softmax_cases.py) run in one pytest subprocess under
+TRITON_INTERPRET=1 (see tests/interpreted/README.md); the CLI cases here run `autotune` itself under the
+interpreter: `check` and a real `search` into SQLite, then `best` reads a listed config back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from interpreted.runner import HERE, ROOT, case_names, check, run_cases
+
+CASES = HERE / "softmax_cases.py"
+SOFTMAX = ROOT / "examples" / "softmax.py"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    return run_cases(CASES, tmp_path_factory.mktemp("softmax_cases"))
+
+
+@pytest.mark.parametrize("name", case_names(CASES))
+def test_softmax(results: dict, name: str) -> None:
+    check(results, name)
+
+
+def autotune(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env.pop("AUTOTUNE_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
+
+
+def test_cli_check_passes() -> None:
+    proc = autotune("check", str(SOFTMAX), "--device", "cpu", "--shape", "n_rows=4,n_cols=300", "--no-time")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_search_stores_a_listed_config(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'softmax.db'}"
+    shape = ["--shape", "n_rows=4,n_cols=600"]
+    proc = autotune(
+        "search", str(SOFTMAX), "--device", "cpu", *shape, "--trials", "5", "--num-tests", "2", "--db", db
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    best = autotune("best", "softmax", "--db", db, *shape)
+    assert best.returncode == 0, best.stderr
+    rows = json.loads(best.stdout)
+    row = rows[0] if isinstance(rows, list) else rows
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; sys.path.insert(0, 'examples'); import softmax; "
+            "from autotune.triton_space import config_dict; print(json.dumps([config_dict(c) for c in softmax.CONFIGS]))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        timeout=300,
+    )
+    assert row["config"] in json.loads(listed.stdout)
