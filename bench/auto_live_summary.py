@@ -40,11 +40,11 @@ if __name__ == "__main__":
             print(f"{key:24} {run.stem[7:]:10} {r['evaluations']:>5} {regret * 100:8.2f} {r['wall_s']:7.1f}")
     by_run: dict[str, list[float]] = {}
     for x in rows:
-        by_run.setdefault(x["run"], []).append(x["regret"])
+        by_run.setdefault(x["run"].split("-s")[0], []).append(x["regret"])  # every seed of a run together
     for name, regs in by_run.items():
         known = [r for r in regs if r == r]  # nan: the chosen config is not in a partial exhaustive landscape
         print(
-            f"{name}: mean regret {sum(known) / len(known) * 100:.2f} % over the {len(known)} shapes with a complete"
+            f"{name}: mean regret {sum(known) / len(known) * 100:.2f} % over {len(known)} (shape, seed) with a complete"
             f" exhaustive landscape, worst {max(known) * 100:.2f} %"
         )
     (d / "summary.json").write_text(json.dumps(rows, indent=1))

@@ -137,6 +137,46 @@ def test_auto_proposes_only_valid_never_measured_configs_and_converges_without_h
     assert run.proposals == 30
 
 
+#: SPACE plus a split-like parameter: slower on every history shape, the best on the target
+SPLIT_SPACE = {**SPACE, "name": "split", "params": {**SPACE["params"], "S": [1, 4]}}
+
+
+def split(config, shape) -> TrialResult:
+    res = shifting(config, shape)
+    if res.time_s is None:
+        return res
+    factor = 0.5 if shape["N"] == 16 else 1.5  # S=4 halves the time on the target, costs 50 % elsewhere
+    return TrialResult(TrialStatus.OK, config, time_s=res.time_s * (factor if config["S"] == 4 else 1.0))
+
+
+def split_landscape(n: int) -> LandscapeFile:
+    space = Space.from_dict(SPLIT_SPACE)
+    results = {config_hash(c): split(c, {"N": n}) for c in space.enumerate(FACTS)}
+    default = {"A": 1, "B": 1, "C": "x", "S": 1}
+    return LandscapeFile("split", "Sim GPU", dict(FACTS), {"N": n}, space, default, results)
+
+
+@pytest.mark.parametrize("cover_every", [3, 10**9])
+def test_auto_tries_what_the_other_shapes_never_favoured(monkeypatch, cover_every):
+    """The prior learned S=4 is slow on every other shape; on this one it is the best. The coverage choices
+    (one in COVER_EVERY: the best candidate with a value no config tried yet) find it; the model alone,
+    exploiting its prior, does not within the budget."""
+    from autotune.search import auto
+
+    monkeypatch.setattr(auto, "COVER_EVERY", cover_every)
+    hist = [
+        HistoryPoint({"N": n}, r.config, r.time_s, 1.0)
+        for n in (8, 32)
+        for r in split_landscape(n).results.values()
+        if r.timed
+    ]
+    target = split_landscape(16)
+    feats = lambda shape, configs: [features(c, shape, FACTS) for c in configs]  # noqa: E731
+    run = replay_one(target, "auto", 6, 0, hist, feats, depth=4)
+    found = run.best_after[-1] == pytest.approx(target.best_s)
+    assert found is (cover_every == 3)
+
+
 def test_budgeted_exhaustive_is_ordered_by_the_model():
     space = Space.from_dict(SPACE)
     valid = list(space.enumerate(FACTS))
