@@ -58,38 +58,37 @@ _CPU_PROGRAMS = 3
 
 
 @triton.jit
-def _autotune_gemm_fp8_kernel(
-    a,  # [M, K] e4m3 pointer, or a TensorDescriptor when USE_TMA
-    b,  # [N, K] e4m3 pointer, or a TensorDescriptor when USE_TMA
-    c,  # [M, N] bf16 output (SPLIT_K == 1)
-    ws,  # [SPLIT_K, M, N] fp32 partials (SPLIT_K > 1)
-    scale_a,
-    scale_b,
+def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    # Grouped order: GROUP_M tile-rows walk the N tiles together, so their B tiles are reused from L2.
+    num_in_group = GROUP_M * num_pid_n
+    first_m = (tile // num_in_group) * GROUP_M
+    group_rows = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % num_in_group) % group_rows
+    pid_n = (tile % num_in_group) // group_rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def _split_acc(
+    a,
+    b,
+    pid_m,
+    pid_n,
+    pid_k,
     M,
     N,
     K,
     stride_am,
     stride_bn,
-    stride_cm,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr,
     USE_TMA: tl.constexpr,
-    EVEN_K: tl.constexpr,  # K % BLOCK_K == 0: pointer loads need no K mask
+    EVEN_K: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    # Grouped order: GROUP_M tile-rows walk the N tiles together, so their B tiles are reused from L2.
-    num_in_group = GROUP_M * num_pid_n
-    first_m = (pid // num_in_group) * GROUP_M
-    group_rows = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % num_in_group) % group_rows
-    pid_n = (pid % num_in_group) // group_rows
-
+    """The fp32 [BLOCK_M, BLOCK_N] tile of A @ B.T over split ``pid_k``'s share of the K tiles (inlined into
+    the one-tile and the fused split-K kernels)."""
     k_tiles = tl.cdiv(K, BLOCK_K)
     per_split = tl.cdiv(k_tiles, SPLIT_K)
     k_lo = pid_k * per_split
@@ -125,6 +124,52 @@ def _autotune_gemm_fp8_kernel(
             a_ptrs += BLOCK_K
             b_ptrs += BLOCK_K
 
+    return acc
+
+
+@triton.jit
+def _autotune_gemm_fp8_kernel(
+    a,  # [M, K] e4m3 pointer, or a TensorDescriptor when USE_TMA
+    b,  # [N, K] e4m3 pointer, or a TensorDescriptor when USE_TMA
+    c,  # [M, N] bf16 output (SPLIT_K == 1)
+    ws,  # [SPLIT_K, M, N] fp32 partials (SPLIT_K > 1)
+    scale_a,
+    scale_b,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_bn,
+    stride_cm,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    USE_TMA: tl.constexpr,
+    EVEN_K: tl.constexpr,  # K % BLOCK_K == 0: pointer loads need no K mask
+):
+    pid_k = tl.program_id(1)
+    pid_m, pid_n = _tile_coords(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    acc = _split_acc(
+        a,
+        b,
+        pid_m,
+        pid_n,
+        pid_k,
+        M,
+        N,
+        K,
+        stride_am,
+        stride_bn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+        SPLIT_K,
+        USE_TMA,
+        EVEN_K,
+    )
+
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
@@ -145,17 +190,6 @@ def _autotune_gemm_fp8_splitk_reduce(ws, c, scale_a, scale_b, MN, SPLIT_K: tl.co
         acc += tl.load(ws + s * MN + offs, mask=mask, other=0.0)
     scale = tl.load(scale_a) * tl.load(scale_b)
     tl.store(c + offs, (acc * scale).to(tl.bfloat16), mask=mask)
-
-
-@triton.jit
-def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    # Grouped order: GROUP_M tile-rows walk the N tiles together, so their B tiles are reused from L2.
-    num_in_group = GROUP_M * num_pid_n
-    first_m = (tile // num_in_group) * GROUP_M
-    group_rows = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (tile % num_in_group) % group_rows
-    pid_n = (tile % num_in_group) // group_rows
-    return pid_m, pid_n
 
 
 @triton.jit
@@ -186,36 +220,24 @@ def _autotune_gemm_fp8_splitk_fused(
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     pid_m, pid_n = _tile_coords(pid, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    per_split = tl.cdiv(k_tiles, SPLIT_K)
-    k_lo = pid_k * per_split
-    k_hi = min(k_lo + per_split, k_tiles)  # a split past the end runs no iteration and writes zeros
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if USE_TMA:
-        off_am = pid_m * BLOCK_M
-        off_bn = pid_n * BLOCK_N
-        for kt in tl.range(k_lo, k_hi):
-            a_tile = a.load([off_am, kt * BLOCK_K])
-            b_tile = b.load([off_bn, kt * BLOCK_K])
-            acc = tl.dot(a_tile, b_tile.T, acc)
-    else:
-        offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-        offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-        offs_k = tl.arange(0, BLOCK_K)
-        a_ptrs = a + offs_am[:, None] * stride_am + (k_lo * BLOCK_K + offs_k)[None, :]
-        b_ptrs = b + offs_bn[None, :] * stride_bn + (k_lo * BLOCK_K + offs_k)[:, None]
-        for kt in tl.range(k_lo, k_hi):
-            if EVEN_K:
-                a_tile = tl.load(a_ptrs)
-                b_tile = tl.load(b_ptrs)
-            else:
-                k_left = K - kt * BLOCK_K
-                a_tile = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-                b_tile = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            acc = tl.dot(a_tile, b_tile, acc)
-            a_ptrs += BLOCK_K
-            b_ptrs += BLOCK_K
+    acc = _split_acc(
+        a,
+        b,
+        pid_m,
+        pid_n,
+        pid_k,
+        M,
+        N,
+        K,
+        stride_am,
+        stride_bn,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+        SPLIT_K,
+        USE_TMA,
+        EVEN_K,
+    )
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
