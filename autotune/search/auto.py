@@ -56,7 +56,7 @@ PRIOR_ONLY = 8
 #: penalty (in log time) on a config next to one already chosen, in the prior-only phase
 DIVERSITY = 0.5
 #: results on this shape before the GP drives (without a prior: a space-filling design until then)
-N_INIT = 5
+N_INIT = 3
 #: with a prior, one choice in COVER_EVERY (after the nearest shapes' bests) is the best candidate with a
 #: parameter value not yet tried on this shape: the prior cannot rank what its shapes never favoured (e.g.
 #: split-K, bad on every large shape it learned from, best at small M and large K)
