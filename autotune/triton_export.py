@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NotFoundError, SettingsError
+from .triton_space import CONFIG_FIELDS
 
 #: ``triton.Config`` keyword arguments; every other param is a kernel meta-parameter (``kwargs``)
-TRITON_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+TRITON_OPTIONS = CONFIG_FIELDS
 #: configs per shape: the best and the next fastest (``@triton.autotune`` then picks among them)
 PER_SHAPE = 3
 JSON_FORMAT = "autotune-triton-configs"
@@ -33,7 +34,8 @@ def collect(store: Any, kernel: str | None = None, per_shape: int = PER_SHAPE) -
         if s["best_config"] is None:
             continue
         timed = sorted((t for t in store.trials(s["key_id"]) if t.timed), key=lambda t: t.time_s)
-        seen: list[dict[str, Any]] = []
+        # the stored best first (the lowest median once finalists are re-timed), then by search time
+        seen: list[dict[str, Any]] = [dict(s["best_config"])]
         for t in timed:
             if t.config not in seen:
                 seen.append(t.config)
