@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -733,8 +734,6 @@ def landscape_export(
     db: DbOption = None,
 ) -> None:
     """Write the search trials of a key as a landscape file (the format `autotune replay` reads)."""
-    import json
-
     from .landscape import export_landscape
     from .shapes import format_shape, parse_shape
 
@@ -768,9 +767,6 @@ def replay(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write every run as JSON")] = None,
 ) -> None:
     """Replay strategies offline on recorded landscapes: regret per shape, budget and seed."""
-    import json
-    import logging
-
     from . import replay as rp
     from .landscape import load_landscape
     from .search import strategy_names
@@ -789,8 +785,7 @@ def replay(
     targets = [load_landscape(p) for p in landscapes]
     extra = [load_landscape(p) for p in preload or ()]
     logging.getLogger("autotune").setLevel(logging.WARNING)
-    feats = rp.kernel_features(str(kernel)) if kernel else None
-    try:
+    with rp.kernel_features(str(kernel)) if kernel else nullcontext() as feats:
         runs = rp.replay(
             targets,
             names,
@@ -801,9 +796,6 @@ def replay(
             features_for=feats,
             depth=depth,
         )
-    finally:
-        if feats is not None:
-            feats.worker.close()
     for line in rp.format_table(runs, report_at):
         typer.echo(line)
     if json_out:

@@ -85,6 +85,21 @@ class LandscapeFile:
         }
 
 
+def config_results(configs: list[dict[str, Any]], space: Space) -> dict[str, TrialResult]:
+    """A landscape file's ``configs`` entries as results by config hash (configs normalized in ``space``)."""
+    results: dict[str, TrialResult] = {}
+    for c in configs:
+        cfg = space.normalize(c["config"])
+        results[config_hash(cfg)] = TrialResult(
+            TrialStatus(c["status"]),
+            cfg,
+            time_s=c.get("time_s"),
+            tflops=c.get("tflops"),
+            error=c.get("error"),
+        )
+    return results
+
+
 def load_landscape(path: str | Path) -> LandscapeFile:
     """Read and check one landscape file; a malformed one is a ``SettingsError`` naming it."""
     p = Path(path)
@@ -99,12 +114,7 @@ def load_landscape(path: str | Path) -> LandscapeFile:
         else:
             raise ValueError("no 'space' (or 'space_file')")
         shape = {str(k): int(v) for k, v in doc["shape"].items()}
-        results: dict[str, TrialResult] = {}
-        for c in doc["configs"]:
-            cfg = space.normalize(c["config"])
-            results[config_hash(cfg)] = TrialResult(
-                TrialStatus(c["status"]), cfg, time_s=c.get("time_s"), error=c.get("error")
-            )
+        results = config_results(doc["configs"], space)
         default = doc.get("default_config")
         return LandscapeFile(
             kernel=str(doc["kernel"]),
@@ -139,10 +149,7 @@ def export_landscape(
         )
     k = keys[-1]
     space = Space.from_dict(store.key_space(k["key_id"]), source=f"key {k['key_id']}")
-    results = {}
-    for _, res in store.trials_since(k["key_id"], 0):
-        if res.kind == "search":
-            results[config_hash(res.config)] = res
+    results = {config_hash(res.config): res for res in store.trials(k["key_id"])}
     return LandscapeFile(
         kernel=kernel,
         device_name=k["device_name"],

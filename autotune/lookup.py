@@ -223,7 +223,7 @@ def _lookup(
         return load
     answer = _choose(kernel, load.rows, where, device_name, source_hash, shape)
     _answers[key] = answer
-    _requests.consider(key, record, lookup_db, kernel, device_name, shape, [r.dims for r in load.rows])
+    _requests.consider(key, record, lookup_db, kernel, device_name, shape, load.rows)
     return answer
 
 

@@ -19,20 +19,19 @@ import statistics
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .landscape import LandscapeFile
 from .search import HistoryPoint, StrategyContext, make_strategy
-from .search.base import FeatureFn
+from .search.base import MAX_STALE, FeatureFn
 from .trial import TrialResult, TrialStatus, config_hash
 
 #: in-flight proposals of the H200 pipeline (15 compile workers + 4 per device): the replay's default
 DEFAULT_DEPTH = 19
-#: proposals in a row that bring nothing new before an unseen config is fed in (the search loop's rule)
-MAX_STALE = 25
 
 
 @dataclass
@@ -185,7 +184,7 @@ def replay_one(
                     fresh += 1
             stale = 0 if fresh else stale + len(batch)
             if stale >= MAX_STALE:
-                # as the search loop does (tuner._MAX_STALE): the strategy only repeats itself, so an
+                # as the search loop does: the strategy only repeats itself, so an
                 # unseen valid config is evaluated next
                 unseen = [
                     c for c in valid or () if config_hash(c) not in known and config_hash(c) not in pending
@@ -280,22 +279,22 @@ def evaluations_to(runs: Sequence[Run], strategy: str, target: float = 0.02) -> 
     return None
 
 
-def kernel_features(kernel_path: str) -> Callable[[LandscapeFile], FeatureFn | None]:
+@contextmanager
+def kernel_features(kernel_path: str) -> Iterator[Callable[[LandscapeFile], FeatureFn | None]]:
     """The kernel file's ``features`` hook, computed in a worker process (as in a search: this process
-    never imports kernel files), with each landscape's device facts."""
+    never imports kernel files), with each landscape's device facts; the worker lives for the block."""
     from .engine import Worker
 
-    worker = Worker(kernel_path, "cpu")
-    worker.start()
+    with Worker(kernel_path, "cpu") as worker:
+        worker.start()
 
-    def for_target(target: LandscapeFile) -> FeatureFn | None:
-        def fn(shape: Any, configs: list[dict[str, Any]]) -> list[dict[str, float]] | None:
-            return worker.features(dict(shape), configs, dict(target.facts))
+        def for_target(target: LandscapeFile) -> FeatureFn | None:
+            def fn(shape: Any, configs: list[dict[str, Any]]) -> list[dict[str, float]] | None:
+                return worker.features(dict(shape), configs, dict(target.facts))
 
-        return fn
+            return fn
 
-    for_target.worker = worker  # type: ignore[attr-defined]  # closed by the caller
-    return for_target
+        yield for_target
 
 
 def format_table(runs: Sequence[Run], budgets: Sequence[int]) -> list[str]:

@@ -21,6 +21,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -96,7 +97,7 @@ def consider(
     kernel: str,
     device_name: str,
     shape: dict[str, Any],
-    tuned_dims: list[dict[str, int]],
+    tuned: Sequence[Any],
 ) -> None:
     """The lookup's slow path: remember ``key`` when recording is on and its shape is not tuned exactly."""
     if key in misses:
@@ -105,7 +106,7 @@ def consider(
     if target is None:
         return
     dims = {str(k): int(v) for k, v in shape.items()}
-    if dims in tuned_dims:
+    if any(r.dims == dims for r in tuned):  # the best records of the kernel on this device
         return
     misses[key] = _Miss(target, kernel, device_name, dims)
     _ensure_thread()

@@ -6,10 +6,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
+
+#: ``TrialResult.kind`` of a config's evaluation by a search, and of a finalist's re-timing
+KIND_SEARCH = "search"
+KIND_RETIME = "retime"
+
+
+def median_spread(times: Sequence[float]) -> tuple[float, float | None]:
+    """The median of a config's measurements and their spread, (max - min) / median (None for one)."""
+    ordered = sorted(times)
+    median = statistics.median(ordered)
+    spread = (ordered[-1] - ordered[0]) / median if len(ordered) > 1 and median > 0 else None
+    return median, spread
 
 
 class TrialStatus(str, Enum):
@@ -60,9 +73,9 @@ class TrialResult:
     kernels: dict[str, Any] = field(default_factory=dict)
     #: what the correctness check measured (``autotune.kernel.check_metrics``: diff, rms, max_ulps)
     check: dict[str, float] | None = None
-    #: ``search`` (a config's first evaluation) or ``retime`` (a finalist measured again before a best is
-    #: declared; only ``search`` trials count as the config's evaluation for claims and the Optuna study)
-    kind: str = "search"
+    #: KIND_SEARCH (a config's first evaluation) or KIND_RETIME (a finalist measured again before a best is
+    #: declared; only search trials count as the config's evaluation for claims and the Optuna study)
+    kind: str = KIND_SEARCH
 
     @property
     def timed(self) -> bool:

@@ -47,7 +47,7 @@ from typing import Any
 import triton
 from triton.runtime.jit import KernelInterface
 
-from .triton_space import config_dict, to_triton_config
+from .triton_space import config_key, listed_configs, to_triton_config
 
 log = logging.getLogger(__name__)
 
@@ -114,18 +114,13 @@ class DatabaseAutotuner(KernelInterface):
         self.fallback = fallback
         self.record = record
         self._triton_options = dict(triton_options or {})
-        self._listed: dict[tuple[tuple[str, Any], ...], Any] = {}
-        for c in self.configs:  # stored configs equal to a listed one launch that object (with its hook)
-            try:
-                self._listed.setdefault(_frozen(config_dict(c)), c)
-            except Exception:  # a kwarg Triton accepts but a space cannot hold (e.g. a list value)
-                pass
+        self._listed = listed_configs(self.configs)
         if fallback == "default":
-            self._fallback: _Choice | None = _Choice(_as_config(default, self._listed), "default")
+            self._fallback: _Choice = _Choice(_as_config(default, self._listed), "default")
         elif fallback == "first":
             self._fallback = _Choice(self.configs[0], "first")
         else:
-            self._fallback = None  # Triton's autotuner, built on the first miss
+            self._fallback = _Choice(None, "triton")  # Triton's autotuner, built on the first miss
         self._triton: Any = None
         self._positions = [self.arg_names.index(k) for k in self.keys]
         self._getter = operator.itemgetter(*self._positions) if self._positions else None
@@ -163,7 +158,7 @@ class DatabaseAutotuner(KernelInterface):
         try:
             return self._launch(choice, args, kwargs)
         except Exception as e:
-            fallback = self._fallback or _Choice(None, "triton")
+            fallback = self._fallback
             log.warning(
                 "autotune: the stored config %s of kernel %r failed to launch (%s: %.200s); using the %s "
                 "fallback for this key",
@@ -174,7 +169,7 @@ class DatabaseAutotuner(KernelInterface):
                 fallback.source,
             )
             # final: the database would answer the same again
-            self._chosen[key] = _Choice(fallback.config, fallback.source, float("inf"))
+            self._chosen[key] = _Choice(fallback.config, fallback.source)
             return self._launch(self._chosen[key], args, kwargs)
 
     def _key_slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -196,21 +191,20 @@ class DatabaseAutotuner(KernelInterface):
         if config is not None:
             choice = _Choice(config, "database")
         else:
-            fallback = self._fallback or _Choice(None, "triton")
-            # asked again later: the database may still be loading (or be tuned meanwhile)
-            choice = _Choice(fallback.config, fallback.source, time.monotonic() + RECHECK_S)
-            if shape is None:
-                choice.recheck_at = float("inf")  # a key that is not a shape stays a miss
+            fallback = self._fallback
+            # asked again later: the database may still be loading (or be tuned meanwhile); a key that
+            # is not a shape stays a miss
+            recheck = 0.0 if shape is None else time.monotonic() + RECHECK_S
+            choice = _Choice(fallback.config, fallback.source, recheck)
         self._chosen[key] = choice
         return choice
 
     def _lookup(self, shape: dict[str, int], device: str) -> Any:
         from .lookup import best_config
 
-        extra: dict[str, Any] = {}
-        if self.record is not None and _accepts_record(best_config):
-            extra["record"] = self.record
-        stored = best_config(self.kernel, default=None, db=self.db, device=device, **extra, **shape)
+        stored = best_config(
+            self.kernel, default=None, db=self.db, device=device, record=self.record, **shape
+        )
         if not isinstance(stored, Mapping) or not stored:
             return None
         return _as_config(stored, self._listed)
@@ -292,16 +286,12 @@ def autotune(
 # ---------------------------------------------------------------------- helpers
 
 
-def _frozen(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(config.items(), key=lambda kv: kv[0]))
-
-
 def _as_config(config: Any, listed: Mapping[tuple[tuple[str, Any], ...], Any]) -> Any:
     """A triton.Config for a stored dict (or a given Config): the listed one when equal (with its hook)."""
     if not isinstance(config, Mapping):
         return config
     d = dict(config)
-    return listed.get(_frozen(d)) or to_triton_config(d, like=None)
+    return listed.get(config_key(d)) or to_triton_config(d, like=None)
 
 
 def _shape(names: Sequence[str], values: Sequence[Any]) -> dict[str, int] | None:
@@ -325,18 +315,6 @@ def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         if dev is not None and not isinstance(dev, str) and hasattr(dev, "type"):
             return str(dev)
     return ""
-
-
-_record_ok: dict[Any, bool] = {}
-
-
-def _accepts_record(fn: Callable[..., Any]) -> bool:
-    if fn not in _record_ok:
-        try:
-            _record_ok[fn] = "record" in inspect.signature(fn).parameters
-        except (TypeError, ValueError):
-            _record_ok[fn] = False
-    return _record_ok[fn]
 
 
 def _interpreted(fn: Any) -> bool:

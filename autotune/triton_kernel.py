@@ -36,7 +36,7 @@ from typing import Any
 
 from .kernel import Kernel
 from .shapes import Shape
-from .triton_space import config_dict, space_from_configs
+from .triton_space import config_dict, config_key, listed_configs, space_from_configs
 
 
 def jit_function(fn: Any) -> Any:
@@ -100,9 +100,7 @@ class TritonKernel(Kernel):
         self.rtol, self.atol = rtol, atol
         self._inputs, self._output, self._args, self._grid = inputs, output, args, grid
         self._reference, self._flops, self._bytes = reference, flops, bytes_moved
-        self._hooks = {
-            _frozen(config_dict(c)): c.pre_hook for c in self.configs if getattr(c, "pre_hook", None)
-        }
+        self._listed = listed_configs(self.configs)
 
     def make_inputs(self, shape: Shape, device: str) -> Any:
         return self._inputs(shape, device)
@@ -125,7 +123,7 @@ class TritonKernel(Kernel):
         meta = {**dict(zip(names, pos, strict=False)), **named, **config}
         grid = self._grid(meta) if callable(self._grid) else self._grid
         kernel = self.fn[tuple(grid)]
-        hook = self._hooks.get(_frozen(config))
+        hook = getattr(self._listed.get(config_key(config)), "pre_hook", None)
         kwargs = {**named, **config}
         on_cpu = not any(getattr(getattr(a, "device", None), "type", "cpu") != "cpu" for a in meta.values())
         name = self.kernel_names[0]
@@ -155,7 +153,3 @@ class TritonKernel(Kernel):
 
     def bytes_moved(self, shape: Shape) -> float:
         return float(self._bytes(shape)) if self._bytes else 0.0
-
-
-def _frozen(config: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(config.items()))

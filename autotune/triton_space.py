@@ -55,6 +55,27 @@ def config_dict(config: Any) -> dict[str, Any]:
     return out
 
 
+def config_key(config: Any) -> tuple[tuple[str, Any], ...]:
+    """A config's identity, whether written with or without the fields at Triton's defaults (a stored config
+    of a space that lists ``num_ctas`` carries ``num_ctas: 1``; the listed ``triton.Config`` does not)."""
+    d = config_dict(config)
+    return tuple(
+        sorted((k, v) for k, v in d.items() if not (k in ("num_ctas", "maxnreg") and v == FIELD_DEFAULTS[k]))
+    )
+
+
+def listed_configs(configs: Iterable[Any]) -> dict[tuple[tuple[str, Any], ...], Any]:
+    """``config_key`` -> the listed ``triton.Config`` (the first of equal ones): a stored config equal to a
+    listed one launches that object, with its ``pre_hook``. Configs a space cannot hold are left out."""
+    out: dict[tuple[tuple[str, Any], ...], Any] = {}
+    for c in configs:
+        try:
+            out.setdefault(config_key(c), c)
+        except Exception:  # a kwarg Triton accepts but a space cannot hold (e.g. a list value)
+            pass
+    return out
+
+
 def to_triton_config(config: Mapping[str, Any], like: Any = None) -> Any:
     """The ``triton.Config`` of a flat config dict; ``like`` (a ``triton.Config``) lends its ``pre_hook``
     and ``ir_override``, which a stored config cannot hold."""

@@ -31,17 +31,15 @@ from .engine.leases import LeaseKeeper
 from .env import env_hash
 from .errors import SettingsError, SpaceError
 from .search import HistoryPoint, StrategyContext, canonical_name, make_strategy
+from .search.base import MAX_STALE
 from .settings import SearchSettings, default_compile_workers
 from .shapes import Shape, check_shape, format_shape
 from .space import Space
 from .store import ClaimState, Owner
-from .trial import TrialResult, TrialStatus, config_hash
+from .trial import KIND_RETIME, KIND_SEARCH, TrialResult, TrialStatus, config_hash, median_spread
 
 log = logging.getLogger("autotune.tuner")
 
-#: proposals in a row that bring nothing new (invalid, known, claimed elsewhere) before the loop feeds the
-#: strategy an unseen valid config itself
-_MAX_STALE = 25
 #: how often the loop reads what other processes stored for the shape
 _REFRESH_S = 2.0
 #: adaptive run timeout: a candidate may take this many times the default config's device time for the calls
@@ -381,13 +379,13 @@ class _ShapeRun:
         settled = self.store.settled_trials(self.key.id, older_than_s=_ADOPT_AFTER_S) if stored else set()
         for trial_id, res in stored:
             self._learn(trial_id, res)
-            if trial_id in settled and res.kind == "search":
+            if trial_id in settled and res.kind == KIND_SEARCH:
                 writer.add(trial_id, res)
 
     def _learn(self, trial_id: int, res: TrialResult) -> None:
         """A stored result, from any process: reuse it and tell the strategy."""
         self.last_id = max(self.last_id, trial_id)
-        if trial_id in self.mine or res.kind != "search":  # a finalist's re-timing is not a new result
+        if trial_id in self.mine or res.kind != KIND_SEARCH:  # a finalist's re-timing is not a new result
             return
         h = config_hash(res.config)
         first_time = h not in self.known
@@ -470,7 +468,7 @@ class _ShapeRun:
             self._record_invalid(invalid, writer)
             submitted = self._claim_and_submit(fresh) if fresh else 0
             stale = 0 if submitted else stale + len(batch)
-            if stale >= _MAX_STALE:
+            if stale >= MAX_STALE:
                 unseen = self._unseen()
                 if unseen is None:
                     return
@@ -609,15 +607,14 @@ class _ShapeRun:
             for r in order:
                 started = datetime.now(timezone.utc)
                 res = timer.evaluate(dict(r.config), dict(self.shape))
-                res.kind, res.device = "retime", res.device or self.report.devices[0]
+                res.kind, res.device = KIND_RETIME, res.device or self.report.devices[0]
                 if res.timed:
                     samples[config_hash(r.config)].append(res.time_s or 0.0)
                 results.append((res, started, datetime.now(timezone.utc)))
             self.store.record_trials(self.key.id, [x for x in results if x[0].timed])
         for r in top:
-            times = sorted(samples[config_hash(r.config)])
-            median = statistics.median(times)
-            spread = (times[-1] - times[0]) / median if len(times) > 1 and median > 0 else None
+            times = samples[config_hash(r.config)]
+            median, spread = median_spread(times)
             self.report.finalists.append(
                 Finalist(dict(r.config), r.time_s or 0.0, median, spread, len(times))
             )

@@ -224,3 +224,19 @@ def test_cli_from_triton_bad_input_is_one_line_exit_2(tmp_path: Path, spec: str,
 def test_cli_space_needs_a_file_or_from_triton() -> None:
     proc = cli("space")
     assert proc.returncode == 2 and "--from-triton" in proc.stderr
+
+
+def test_a_stored_config_finds_its_listed_config_whatever_fields_it_spells_out():
+    """A space that lists num_ctas stores num_ctas: 1 for configs that left it at Triton's default: the
+    listed Config (and its pre_hook) is still found for it."""
+    from autotune.triton_space import config_key, listed_configs
+
+    def hook(args):
+        return None
+
+    configs = [triton.Config({"B": 64}, num_ctas=2), triton.Config({"B": 128}, pre_hook=hook)]
+    space = Space.from_dict(space_from_configs(configs, "hooks"))
+    stored = next(c for c in space.enumerate({}) if c["B"] == 128)
+    assert stored["num_ctas"] == 1
+    found = listed_configs(configs).get(config_key(stored))
+    assert found is configs[1] and found.pre_hook is hook

@@ -98,6 +98,8 @@ class Landscape:
         dtypes: Mapping[str, str] | None = None,
     ) -> Landscape:
         """Landscapes as ``bench/landscape.py`` records them (one JSON per shape, every config's time)."""
+        from ..landscape import config_results
+
         results: dict[str, dict[str, TrialResult]] = {}
         shapes, gpu, kernel = [], "simulated", name
         for p in paths:
@@ -105,16 +107,7 @@ class Landscape:
             shape = {k: int(v) for k, v in doc["shape"].items()}
             shapes.append(shape)
             gpu, kernel = doc.get("gpu", gpu), kernel or doc.get("kernel", "simulated")
-            table = results.setdefault(format_shape(shape), {})
-            for c in doc["configs"]:
-                cfg = space.normalize(c["config"])
-                table[config_hash(cfg)] = TrialResult(
-                    TrialStatus(c["status"]),
-                    cfg,
-                    time_s=c.get("time_s"),
-                    tflops=c.get("tflops"),
-                    error=c.get("error"),
-                )
+            results.setdefault(format_shape(shape), {}).update(config_results(doc["configs"], space))
         meta = KernelMeta(
             name=f"{kernel}_sim",
             path="simulated",

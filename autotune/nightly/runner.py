@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import AutotuneError, DatabaseUnreachableError
+from ..trial import config_hash
 from . import regression
 from .job import Job
 from .planner import DONE, KernelPlan, plan_kernel
@@ -274,7 +275,7 @@ def _search(tuner: Any, plan: KernelPlan, result: RunResult, end: float, say: Sa
             raise DatabaseUnreachableError(
                 f"{e}; every finished trial is stored: rerun the same job to resume"
             ) from None
-        warm = {str(sorted(c.items())) for c in p.warm_start}
+        warm = {config_hash(c) for c in p.warm_start}
         entry.update(
             evaluations=r.evaluations,
             reused=r.reused,
@@ -285,7 +286,7 @@ def _search(tuner: Any, plan: KernelPlan, result: RunResult, end: float, say: Sa
             speedup=r.speedup,
             statuses=dict(r.statuses),
             wall_s=round(r.wall_s, 3),
-            best_from_warm_start=bool(r.best and str(sorted(r.best.config.items())) in warm),
+            best_from_warm_start=bool(r.best and config_hash(r.best.config) in warm),
         )
         best = f"best {r.best.time_s * 1e3:.4g} ms" if r.best and r.best.time_s else "no ok config"
         sp = f", {r.speedup:.2f}x over default" if r.speedup else ""

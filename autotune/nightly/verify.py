@@ -69,6 +69,8 @@ def verify_one(
                 (samples if role == "best" else refs).append(float(res.time_s))
             elif role == "best":
                 errors.append(f"{res.status.value}: {(res.error or '')[:200]}")
+    if cut and len(samples) < 3:
+        return None  # no verdict possible: not stored (the next run verifies it)
     v = Verification(
         key_id=item.key_id,
         run_id=run_id,
@@ -84,8 +86,6 @@ def verify_one(
         reference_s=refs or None,
         hostname=socket.gethostname(),
     )
-    if cut and len(samples) < 3:
-        return None  # no verdict possible: not stored (the next run verifies it)
     baseline, previous = _baseline(store, item)
     if len(samples) >= 3:
         verdict = regression.judge(

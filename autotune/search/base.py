@@ -14,6 +14,11 @@ from ..trial import TrialResult
 FeatureFn = Callable[[Mapping[str, int], list[dict[str, Any]]], "list[dict[str, float]] | None"]
 
 
+#: proposals in a row that bring nothing new (invalid, known, claimed elsewhere) before the search loop (and
+#: ``autotune replay``'s copy of it) feeds the strategy an unseen valid config itself
+MAX_STALE = 25
+
+
 @dataclass(frozen=True)
 class HistoryPoint:
     """An ``ok`` measurement of the same kernel and space under another key (another shape, device or

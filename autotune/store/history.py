@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from ..trial import TrialStatus
+from ..trial import KIND_SEARCH, TrialStatus
 from .database import Database
 from .models import BestConfigRow, EnvironmentRow, KernelRow, ShapeRow, TrialRow, TuningKeyRow
 from .rows import from_db_time
@@ -33,7 +33,7 @@ class HistoryQueries(Database):
         # distinct configs the searches evaluated (re-timed finalists are measured again, not new configs)
         measured_stmt = (
             select(TrialRow.key_id, func.count(func.distinct(TrialRow.config_hash)))
-            .where(TrialRow.status != TrialStatus.INVALID.value, TrialRow.kind != "retime")
+            .where(TrialRow.status != TrialStatus.INVALID.value, TrialRow.kind == KIND_SEARCH)
             .group_by(TrialRow.key_id)
         )
         with self.session() as s:

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ..trial import TrialStatus
+from ..trial import KIND_SEARCH, TrialStatus
 
 TABLE_PREFIX = "autotune_"
 VERSION_TABLE = "autotune_alembic_version"
@@ -151,8 +151,8 @@ class TrialRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     #: the correctness check's metrics (TrialResult.check)
     check: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    #: search | retime (TrialResult.kind)
-    kind: Mapped[str] = mapped_column(String(16), default="search", server_default="search")
+    #: KIND_SEARCH | KIND_RETIME (TrialResult.kind)
+    kind: Mapped[str] = mapped_column(String(16), default=KIND_SEARCH, server_default=KIND_SEARCH)
 
 
 class BestConfigRow(Base):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
@@ -117,16 +116,3 @@ def _request(r: ShapeRequestRow) -> ShapeRequest:
         from_db_time(r.first_seen),
         from_db_time(r.last_seen),
     )
-
-
-def request_json(r: ShapeRequest) -> dict[str, Any]:
-    return {
-        "kernel": r.kernel_name,
-        "shape": r.shape_key,
-        "dims": r.dims,
-        "dtypes": r.dtypes_key,
-        "device": r.device_name,
-        "count": r.count,
-        "first_seen": r.first_seen.isoformat(),
-        "last_seen": r.last_seen.isoformat(),
-    }

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ..trial import TrialStatus
+from ..trial import KIND_SEARCH, TrialStatus
 from .database import Database
 from .models import EnvironmentRow, KernelRow, ShapeRow, TrialRow, TuningKeyRow
 
@@ -37,7 +37,7 @@ class TransferQueries(Database):
                 TrialRow.status == TrialStatus.OK.value,
                 TrialRow.measured.is_(True),
                 TrialRow.time_s.is_not(None),
-                TrialRow.kind == "search",
+                TrialRow.kind == KIND_SEARCH,
             )
         )
         if exclude_key_id is not None:

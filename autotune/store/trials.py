@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from ..errors import StoreError
 from ..records import BestRecord
-from ..trial import TrialResult, TrialStatus
+from ..trial import KIND_SEARCH, TrialResult, TrialStatus, median_spread
 from .database import Database
 from .models import (
     BestConfigRow,
@@ -42,13 +42,10 @@ def _fastest_config(rows: list[Any]) -> tuple[int, float, int, float | None] | N
         by_config.setdefault(row.config_hash, []).append(row)
     best: tuple[float, int, int, float | None] | None = None
     for group in by_config.values():
-        times = sorted(r.time_s for r in group)
-        n = len(times)
-        median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
-        first = min((r.id for r in group if r.kind == "search"), default=min(r.id for r in group))
-        spread = (times[-1] - times[0]) / median if n > 1 and median > 0 else None
+        median, spread = median_spread([r.time_s for r in group])
+        first = min((r.id for r in group if r.kind == KIND_SEARCH), default=min(r.id for r in group))
         if best is None or (median, first) < best[:2]:
-            best = (median, first, n, spread)
+            best = (median, first, len(group), spread)
     return None if best is None else (best[1], best[0], best[2], best[3])
 
 
@@ -94,7 +91,7 @@ class TrialQueries(Database):
                 s.flush()
                 # claims in config-hash order, as claim_many takes them: no lock-order deadlock
                 for row in sorted(fresh, key=lambda r: r.config_hash):
-                    if row.status != TrialStatus.INVALID.value and row.kind == "search":
+                    if row.status != TrialStatus.INVALID.value and row.kind == KIND_SEARCH:
                         self._complete_claim(s, key_id, row)
                 return [row.id for row in fresh]
 
@@ -109,7 +106,9 @@ class TrialQueries(Database):
             row = s.scalars(
                 select(TrialRow)
                 .where(
-                    TrialRow.key_id == key_id, TrialRow.config_hash == config_hash, TrialRow.kind == "search"
+                    TrialRow.key_id == key_id,
+                    TrialRow.config_hash == config_hash,
+                    TrialRow.kind == KIND_SEARCH,
                 )
                 .order_by(TrialRow.id.desc())
                 .limit(1)
@@ -119,7 +118,11 @@ class TrialQueries(Database):
     def trials(self, key_id: int, *, retimed: bool = False) -> list[TrialResult]:
         """The evaluations of a key (one per config), oldest first; with ``retimed``, the finalists'
         re-timings too."""
-        return [t for _, t in self.trials_since(key_id, 0) if retimed or t.kind == "search"]
+        stmt = select(TrialRow).where(TrialRow.key_id == key_id).order_by(TrialRow.id)
+        if not retimed:
+            stmt = stmt.where(TrialRow.kind == KIND_SEARCH)
+        with self.session() as s:
+            return [trial_result(r) for r in s.scalars(stmt).all()]
 
     def trials_since(self, key_id: int, after_id: int) -> list[tuple[int, TrialResult]]:
         """(id, result) of the trials of a key stored after trial ``after_id``, oldest first: how a search
@@ -149,7 +152,7 @@ class TrialQueries(Database):
         with self.session() as s:
             rows = s.execute(
                 select(TrialRow.status, func.count(TrialRow.id))
-                .where(TrialRow.key_id == key_id, TrialRow.kind == "search")
+                .where(TrialRow.key_id == key_id, TrialRow.kind == KIND_SEARCH)
                 .group_by(TrialRow.status)
             ).all()
             return {status: int(n) for status, n in rows}
@@ -159,7 +162,7 @@ class TrialQueries(Database):
         not invalid; re-timed finalists are measured again on purpose). Zero is what the claims guarantee."""
         stmt = (
             select(TrialRow.key_id, TrialRow.config_hash, func.count(TrialRow.id))
-            .where(TrialRow.status != TrialStatus.INVALID.value, TrialRow.kind == "search")
+            .where(TrialRow.status != TrialStatus.INVALID.value, TrialRow.kind == KIND_SEARCH)
             .group_by(TrialRow.key_id, TrialRow.config_hash)
         )
         if key_id is not None:
