@@ -18,6 +18,10 @@ def main() -> None:
     ap.add_argument("--shape", default="M=64,N=2112,K=7168")
     ap.add_argument("--device", default="")
     ap.add_argument("--n", type=int, default=100000)
+    ap.add_argument(
+        "--record",
+        help="also time cache hits of an untuned shape with miss recording on (record=this value: 1 or a URL)",
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
     import autotune
@@ -47,6 +51,22 @@ def main() -> None:
     print(f"first call (one read-only query + cache fill): {t_first * 1e3:.2f} ms -> {first}")
     print(f"first call for an untuned shape (nearest-shape fallback): {t_near * 1e6:.1f} us")
     print(f"cache hit: median {statistics.median(hits) * 1e6:.2f} us over 5 x {args.n} calls")
+    if args.record:
+        record: bool | str = True if args.record == "1" else args.record
+        near[next(iter(near))] += 1  # a shape not looked up yet: its first call counts the miss
+        autotune.best_config(args.kernel, db=args.db, device=args.device, default=None, record=record, **near)
+        rec = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(args.n):
+                autotune.best_config(
+                    args.kernel, db=args.db, device=args.device, default=None, record=record, **near
+                )
+            rec.append((time.perf_counter() - t0) / args.n)
+        print(
+            f"cache hit, untuned shape, recording on: median {statistics.median(rec) * 1e6:.2f} us over 5 x "
+            f"{args.n} calls"
+        )
 
 
 if __name__ == "__main__":

@@ -307,3 +307,27 @@ def test_timeout_holds_within_the_evaluation_timing_when_it_passes(sqlite_url):
     key = store.summary()[0]["key_id"]
     assert report.evaluations == len(store.trials(key)) == len(timed)
     assert store.running_claims(key) == {}  # the handed-back candidates' claims are released
+
+
+def test_a_config_measured_once_does_not_outrank_the_finalists_it_lost_to():
+    """Re-timed finalists' medians are compared with single samples only where that sample beat a finalist's
+    own search sample: one that ranked below them when they were chosen stays below."""
+    from types import SimpleNamespace
+
+    from autotune.store.trials import _fastest_config
+
+    def rows(*groups):
+        out, i = [], 0
+        for h, times in groups:
+            for j, t in enumerate(times):
+                i += 1
+                out.append(
+                    SimpleNamespace(id=i, config_hash=h, time_s=t, kind="search" if j == 0 else "retime")
+                )
+        return out
+
+    finalists = [("a", [1.00, 1.20, 1.22]), ("b", [1.05, 1.09, 1.10])]
+    chosen = _fastest_config(rows(*finalists, ("c", [1.08])))  # c lost to both when they were chosen
+    assert chosen is not None and chosen[1] == 1.09 and chosen[2] == 3
+    later = _fastest_config(rows(*finalists, ("d", [0.90])))  # d: measured after, faster than a finalist
+    assert later is not None and later[1] == 0.90 and later[2] == 1

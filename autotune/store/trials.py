@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -9,7 +10,7 @@ from sqlalchemy import func, select
 
 from ..errors import StoreError
 from ..records import BestRecord
-from ..trial import KIND_SEARCH, TrialResult, TrialStatus, median_spread
+from ..trial import KIND_RETIME, KIND_SEARCH, TrialResult, TrialStatus, median_spread
 from .database import Database
 from .models import (
     BestConfigRow,
@@ -36,12 +37,20 @@ def trial_row_copy(row: TrialRow) -> TrialRow:
 def _fastest_config(rows: list[Any]) -> tuple[int, float, int, float | None] | None:
     """(trial id, median time, samples, spread) of the config with the lowest median over its ok+measured
     trials (id, config_hash, time_s, kind): one sample for most, several for a re-timed finalist, whose
-    median then replaces its first (noisier) measurement. The trial named is the config's search trial."""
+    median then replaces its first (noisier) measurement. The trial named is the config's search trial.
+
+    Once finalists were re-timed, a config measured once competes only if its one sample beats a finalist's
+    search sample (it was measured after the finalists were chosen): one that ranked below every finalist
+    when they were chosen cannot win on its single, luckier-than-the-median sample."""
     by_config: dict[str, list[Any]] = {}
     for row in rows:
         by_config.setdefault(row.config_hash, []).append(row)
+    retimed = [g for g in by_config.values() if any(r.kind == KIND_RETIME for r in g)]
+    cutoff = max((r.time_s for g in retimed for r in g if r.kind == KIND_SEARCH), default=math.inf)
     best: tuple[float, int, int, float | None] | None = None
     for group in by_config.values():
+        if len(group) == 1 and group[0].time_s >= cutoff:
+            continue
         median, spread = median_spread([r.time_s for r in group])
         first = min((r.id for r in group if r.kind == KIND_SEARCH), default=min(r.id for r in group))
         if best is None or (median, first) < best[:2]:
