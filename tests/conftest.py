@@ -93,3 +93,23 @@ def wait_for_trials(store, n: int, timeout_s: float = 300.0) -> list:
         if rows and rows[0]["trials"] >= n:
             return store.trials(rows[0]["key_id"])
     return []
+
+
+def expected_best(store, key_id: int) -> tuple[str, float, int]:
+    """(config hash, median, samples) the best row must hold, recomputed from the trials: the lowest median
+    over each config's ok samples, where, once finalists were re-timed, a config measured once competes only
+    if its sample beats a finalist's search sample (it ranked below every finalist when they were chosen)."""
+    import statistics
+
+    from autotune.trial import TrialStatus, config_hash
+
+    search = {config_hash(t.config): t.time_s for t in store.trials(key_id) if t.status is TrialStatus.OK}
+    samples: dict[str, list[float]] = {}
+    for t in store.trials(key_id, retimed=True):
+        if t.status is TrialStatus.OK:
+            samples.setdefault(config_hash(t.config), []).append(t.time_s)
+    finalists = [h for h, v in samples.items() if len(v) > 1]
+    cutoff = max((search[h] for h in finalists), default=float("inf"))
+    eligible = {h: v for h, v in samples.items() if len(v) > 1 or v[0] < cutoff}
+    best = min(eligible, key=lambda h: statistics.median(eligible[h]))
+    return best, statistics.median(eligible[best]), len(eligible[best])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from autotune.store import Store
 from autotune.trial import TrialStatus, config_hash
-from tests.conftest import wait_for_trials
+from tests.conftest import expected_best, wait_for_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
@@ -76,15 +75,11 @@ def check_no_duplicates(url: str) -> None:
     assert len(set(hashes)) == SPACE_SIZE and all(t.status is TrialStatus.OK for t in ran)
     assert store.running_claims(key) == {}
     # a consistent best row: the lowest median over each config's measurements (its search trial and the
-    # finalists' re-timings, which every searcher adds)
-    samples: dict[str, list[float]] = {}
-    for t in store.trials(key, retimed=True):
-        if t.status is TrialStatus.OK:
-            samples.setdefault(config_hash(t.config), []).append(t.time_s)
-    medians = {h: statistics.median(v) for h, v in samples.items()}
+    # finalists' re-timings, which every searcher adds), a once-measured config not outranking the finalists
+    want_hash, want_median, want_samples = expected_best(store, key)
     best = store.best("tiny")
-    assert len(best) == 1 and best[0].time_s == pytest.approx(min(medians.values()))
-    assert best[0].samples == len(samples[min(medians, key=medians.get)])
+    assert len(best) == 1 and best[0].time_s == pytest.approx(want_median)
+    assert config_hash(best[0].config) == want_hash and best[0].samples == want_samples
     import optuna
 
     study = optuna.load_study(study_name=rows[0]["study_name"], storage=url)
