@@ -299,6 +299,7 @@ def _report_dict(r) -> dict[str, Any]:
         "strategy": r.strategy,
         "finalists": [f.__dict__ for f in r.finalists],
         "finalists_within_noise": r.within_noise,
+        "history": {"measurements": r.history_points, "keys": r.history_keys},
     }
 
 
@@ -319,6 +320,12 @@ def _print_reports(reports, kernel: str) -> None:
         )
     out.print(table)
     for r in reports:
+        if r.history_points:
+            out.print(
+                f"{r.shape_key}: {r.strategy} started from {r.history_points} measurements of "
+                f"{r.history_keys} other tuned key(s) in the database",
+                highlight=False,
+            )
         if r.finalists:
             rows = "; ".join(
                 f"{_fmt_time(f.median_s)} ±{(f.spread or 0) * 100:.1f}% (first {_fmt_time(f.first_s)}, n={f.samples})"
@@ -755,7 +762,7 @@ def replay(
     seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
     transfer: Annotated[
         bool,
-        typer.Option(help="Other landscapes of the same kernel and space in the store (leave-one-shape-out)"),
+        typer.Option(help="Other landscapes of the same kernel in the store (leave-one-shape-out)"),
     ] = True,
     preload: Annotated[
         list[Path] | None, typer.Option(help="More landscapes put in the store as training data")

@@ -7,9 +7,10 @@ the kernel's features) and driven by the same rules as the search loop: the defa
 they finish, invalid configs and repeats told back without counting, the budget counting new valid
 configs only. Each answer comes from the landscape.
 
-Transfer: the other landscapes of the same kernel and space (leave-one-shape-out) and any ``preload``
-files are written into a temporary store, as a search would find them in a shared database; the strategy
-reads them through ``Store.transfer_history``."""
+Transfer: the other landscapes of the same kernel (leave-one-shape-out: no landscape of the target's shape,
+in any space) and any ``preload`` files are written into a temporary store, as a search would find them in a
+shared database; the strategy reads them through ``Store.transfer_history`` (another space's configs
+weighted lower)."""
 
 from __future__ import annotations
 
@@ -219,18 +220,15 @@ def replay(
     depth: int = DEFAULT_DEPTH,
     progress: Callable[[Run], None] | None = None,
 ) -> list[Run]:
-    """Every (target, strategy, seed); with ``transfer``, the other targets of the same kernel and space
-    are in the store (leave-one-shape-out), plus ``preload`` (never the target's own shape)."""
+    """Every (target, strategy, seed); with ``transfer``, the other targets of the same kernel are in the
+    store (leave-one-shape-out, any space), plus ``preload`` (never the target's own shape)."""
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, target in enumerate(targets):
             others = [
                 t
                 for t in [*(targets if transfer else ()), *preload]
-                if t is not target
-                and t.kernel == target.kernel
-                and t.space.hash() == target.space.hash()
-                and t.shape_key != target.shape_key
+                if t is not target and t.kernel == target.kernel and t.shape_key != target.shape_key
             ]
             history: list[HistoryPoint] = []
             if others:
@@ -243,8 +241,13 @@ def replay(
                     "cuda": "replay",
                 }
                 history = [
-                    HistoryPoint(d, c, t, w)
-                    for d, c, t, w in store.transfer_history(target.kernel, target.space.hash(), env)
+                    HistoryPoint(d, c, t, w, k)
+                    for k, d, c, t, w in store.transfer_history(
+                        target.kernel,
+                        target.space.hash(),
+                        env,
+                        params=[p.name for p in target.space.params],
+                    )
                 ]
                 store.close()
             features = features_for(target) if features_for else None

@@ -7,6 +7,7 @@ the same as ``{"kwargs": ..., "num_warps": ..., "num_stages": ...}`` records (bu
 from __future__ import annotations
 
 import json
+import pprint
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,8 @@ def write_triton_configs(store: Any, out_file: Path, *, kernel: str | None = Non
             indent=1,
         )
     else:
-        body = json.dumps(data, indent=1)
+        # a Python literal (pprint of plain dicts, lists, strings, numbers, bools, None): importable as is
+        body = pprint.pformat(data, indent=1, width=110, sort_dicts=False)
         text = (
             f'"""triton.Config lists written by `autotune export --format triton` from {store.masked_url} at '
             f'{stamp}.\n\n    @triton.autotune(configs=configs("KERNEL"), key=[...])\n"""\n\nimport triton\n\n'
@@ -91,8 +93,6 @@ def write_triton_configs(store: Any, out_file: Path, *, kernel: str | None = Non
             f"_RECORDS = {body}\n\n"
             "CONFIGS = _RECORDS\n" + _LOADER
         )
-        # JSON's true/false/null are Python's True/False/None here
-        text = text.replace(": true", ": True").replace(": false", ": False").replace(": null", ": None")
     tmp = out_file.with_name(out_file.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(out_file)

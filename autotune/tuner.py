@@ -103,6 +103,10 @@ class ShapeReport:
     strategy: str = ""
     #: the re-timed finalists, fastest first
     finalists: list[Finalist] = field(default_factory=list)
+    #: what the strategy learned from before this shape's first result: measurements of the kernel under
+    #: other keys (other shapes, devices, versions, spaces) and how many keys they came from
+    history_points: int = 0
+    history_keys: int = 0
 
     @property
     def within_noise(self) -> bool:
@@ -333,11 +337,17 @@ class _ShapeRun:
         history: list[HistoryPoint] = []
         if name in ("auto", "exhaustive") and listed is None:
             history = [
-                HistoryPoint(dims, config, t, w)
-                for dims, config, t, w in self.store.transfer_history(
-                    meta.name, self.space.hash(), dict(tuner.info.env), exclude_key_id=self.key.id
+                HistoryPoint(dims, config, t, w, key_id)
+                for key_id, dims, config, t, w in self.store.transfer_history(
+                    meta.name,
+                    self.space.hash(),
+                    dict(tuner.info.env),
+                    exclude_key_id=self.key.id,
+                    params=[p.name for p in self.space.params],
                 )
             ]
+        self.report.history_points = len(history)
+        self.report.history_keys = len({h.group for h in history})
         ctx = StrategyContext(
             self.space,
             self.facts,

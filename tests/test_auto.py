@@ -331,3 +331,113 @@ def test_a_config_measured_once_does_not_outrank_the_finalists_it_lost_to():
     assert chosen is not None and chosen[1] == 1.09 and chosen[2] == 3
     later = _fastest_config(rows(*finalists, ("d", [0.90])))  # d: measured after, faster than a finalist
     assert later is not None and later[1] == 0.90 and later[2] == 1
+
+
+#: SPACE narrowed (A up to 6) and SPACE widened (a parameter D more): the same kernel's other search spaces
+NARROW_SPACE = {**SPACE, "name": "narrow", "params": {**SPACE["params"], "A": {"range": [1, 6]}}}
+WIDE_SPACE = {**SPACE, "name": "wide", "params": {**SPACE["params"], "D": [0, 1]}}
+
+
+def landscape_in(spec: dict, n: int, scale: float = 1.0) -> LandscapeFile:
+    space = Space.from_dict(spec)
+    results = {}
+    for c in space.enumerate(FACTS):
+        r = shifting(c, {"N": n})
+        results[config_hash(c)] = TrialResult(r.status, c, time_s=r.time_s * scale if r.time_s else None)
+    return LandscapeFile(
+        "shifting", "Sim GPU", dict(FACTS), {"N": n}, space, {"A": 1, "B": 1, "C": "x"}, results
+    )
+
+
+def test_transfer_history_reads_the_kernels_other_spaces_weighted_lower(sqlite_url):
+    from autotune.store.transfer import OTHER_SPACE_WEIGHT
+
+    lands = [landscape(8), landscape_in(NARROW_SPACE, 32), landscape_in(WIDE_SPACE, 64)]
+    store = history_store(lands, sqlite_url)
+    env = {"gpu_name": "Sim GPU", "torch": "replay", "triton": "replay", "driver": "replay", "cuda": "replay"}
+    space = Space.from_dict(SPACE)
+    rows = store.transfer_history("shifting", space.hash(), env, params=[p.name for p in space.params])
+    by_n: dict[int, set[float]] = {}
+    keys: dict[int, set[int]] = {}
+    for key_id, dims, _, _, weight in rows:
+        by_n.setdefault(dims["N"], set()).add(weight)
+        keys.setdefault(dims["N"], set()).add(key_id)
+    # this space at full weight, the narrowed one lower, the widened one (configs setting D) not at all
+    assert by_n == {8: {1.0}, 32: {OTHER_SPACE_WEIGHT}}
+    assert len(keys[8]) == len(keys[32]) == 1 and keys[8] != keys[32]
+    assert len(rows) == sum(r.timed for land in lands[:2] for r in land.results.values())
+    # without this space's parameter names: this space only
+    same = store.transfer_history("shifting", space.hash(), env)
+    assert {d["N"] for _, d, _, _, _ in same} == {8}
+    store.close()
+
+
+def test_auto_learns_from_a_narrower_space_of_the_kernel():
+    """The other shapes were tuned over an older, narrower space: a search over the new space still starts
+    from what they taught (the best found in 6 evaluations, whatever the seed), which an empty store does
+    not."""
+    from autotune.replay import replay
+
+    target = landscape(16)
+    others = [landscape_in(NARROW_SPACE, 8), landscape_in(NARROW_SPACE, 32)]
+    feats = lambda land: lambda shape, configs: [features(c, shape, FACTS) for c in configs]  # noqa: E731
+    with_history = replay([target], ["auto"], 6, [0, 1, 2], preload=others, features_for=feats, depth=4)
+    empty = replay([target], ["auto"], 6, [0, 1, 2], transfer=False, features_for=feats, depth=4)
+    assert all(r.best_after[-1] == pytest.approx(target.best_s) for r in with_history)
+    assert all(r.best_after[-1] > target.best_s * 1.01 for r in empty)
+
+
+def test_auto_seeds_one_best_per_nearest_shape():
+    """A shape tuned in two groups (another device, another space) gives one seed: the closer
+    environment's best; the next seed comes from the next shape."""
+    from autotune.search.auto import AutoSampler
+
+    space = Space.from_dict(SPACE)
+
+    def points(n: int, group: int, weight: float, as_n: int | None = None, scale: float = 1.0):
+        return [
+            HistoryPoint({"N": as_n or n}, r.config, r.time_s * scale, weight, group)
+            for r in landscape(n).results.values()
+            if r.timed
+        ]
+
+    # N=16 in group 1 (best A=4) and in group 2, another GPU model, twice as fast, with another best
+    # (N=128's times: A=7); its times are not comparable with group 1's, nor is its best the one to seed
+    hist = points(16, 1, 1.0) + points(128, 2, 0.2, as_n=16, scale=0.5) + points(64, 3, 1.0)
+    ctx = StrategyContext(
+        space, FACTS, 0, list(space.enumerate(FACTS)), shape={"N": 16}, shape_params=("N",), history=hist
+    )
+    sampler = AutoSampler(ctx)
+    seeds = [sampler.pool[i] for i in sampler.seeds]
+    assert [s["A"] for s in seeds] == [4, 6]
+
+
+def test_a_search_over_an_edited_space_learns_from_the_old_spaces_shapes(sqlite_url):
+    """Shapes tuned over a space, then the space edited (a new space hash): the search of a new shape still
+    reads their measurements, and the report says how many. Narrowed (A up to 6) or widened (a parameter D
+    the old configs lack, so they stay configs of the new space), the history is kept."""
+    store = Store(sqlite_url)
+    store.upgrade()
+
+    def search(spec: dict, n: int, trials: int):
+        space = Space.from_dict(spec)
+        info = sim_info(space, {"A": 1, "B": 1, "C": "x", **({"D": 0} if "D" in spec["params"] else {})})
+        settings = SearchSettings(devices="sim:0", strategy="auto", trials=trials, seed=0, compile_workers=0)
+        with Tuner("sim", store, settings, backend=SimulatedBackend(info, shifting)) as tuner:
+            tuner.start()
+            return tuner.search_shape({"N": n})
+
+    def ok_so_far() -> int:
+        return sum(store.trial_counts(k["key_id"]).get("ok", 0) for k in store.summary())
+
+    assert search(SPACE, 8, 30).history_points == 0
+    before = ok_so_far()
+    second = search(SPACE, 32, 30)
+    assert (second.history_keys, second.history_points) == (1, before)
+    before = ok_so_far()
+    narrow = search(NARROW_SPACE, 16, 6)
+    assert (narrow.history_keys, narrow.history_points) == (2, before)
+    assert narrow.strategy == "auto" and narrow.best is not None
+    before = ok_so_far()
+    wide = search(WIDE_SPACE, 64, 6)
+    assert (wide.history_keys, wide.history_points) == (3, before)

@@ -131,7 +131,7 @@ def test_show_requests_lists_them(store):
 
 
 def test_triton_export(store, tmp_path):
-    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64, "num_warps": 4, "num_stages": 3})
+    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64, "USE_TMA": True, "num_warps": 4, "num_stages": 3})
     out = tmp_path / "configs.json"
     subprocess.run(
         [
@@ -151,7 +151,7 @@ def test_triton_export(store, tmp_path):
     )
     doc = json.loads(out.read_text())
     assert doc["configs"]["gemm"][DEVICE]["M=64,N=128"] == [
-        {"kwargs": {"BLOCK": 64}, "num_warps": 4, "num_stages": 3}
+        {"kwargs": {"BLOCK": 64, "USE_TMA": True}, "num_warps": 4, "num_stages": 3}
     ]
     py = tmp_path / "best_triton.py"
     subprocess.run(
@@ -173,8 +173,8 @@ def test_triton_export(store, tmp_path):
     code = (
         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import best_triton\n"
         "(c,) = best_triton.configs('gemm')\n"
-        "print(c.kwargs, c.num_warps, c.num_stages)\n"
+        "print(repr(c.kwargs), c.num_warps, c.num_stages)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["{'BLOCK':", "64}", "4", "3"]
+    assert proc.stdout.split() == ["{'BLOCK':", "64,", "'USE_TMA':", "True}", "4", "3"]

@@ -5,9 +5,9 @@ work as with TPE. Per shape:
 
 1. **Candidates**: the space's valid configs (every one when it can be listed, else a sample of
    ``POOL_SIZE``); it only ever proposes a valid config never measured, failed or pending under this key.
-2. **Prior** (``surrogate.TransferPrior``): trained on every ``ok`` trial of the same kernel and space under
-   other keys in the store (``Store.transfer_history``: other shapes; other devices and software versions
-   weighted lower), on parameters, shape and the kernel file's analytic features.
+2. **Prior** (``surrogate.TransferPrior``): trained on every ``ok`` trial of the same kernel under other
+   keys in the store (``Store.transfer_history``: other shapes; other devices, software versions and
+   search spaces weighted lower), on parameters, shape and the kernel file's analytic features.
 3. **Correction** (``surrogate.LocalCorrection``): a GP on this shape's residuals; the next config
    minimizes ``prior + GP mean - KAPPA * GP sd`` (a lower confidence bound); a batch is built by
    "kriging believer" (a pending config counts as measured at its predicted time).
@@ -125,14 +125,17 @@ class AutoSampler(BaseSampler):
         return self.ctx.space.sample_unique(self._rng, POOL_SIZE, self.ctx.facts)
 
     def _fit_prior(self, history: Sequence[HistoryPoint], names: list[str], x_pool: np.ndarray) -> None:
-        by_shape: dict[tuple[tuple[str, int], ...], list[HistoryPoint]] = {}
+        # times compare within a group (one shape on one device and space), never across: each point's
+        # target is its time over the best of its group
+        groups: dict[Any, list[HistoryPoint]] = {}
         for h in history:
             if h.time_s > 0 and math.isfinite(h.time_s):
-                by_shape.setdefault(tuple(sorted(h.dims.items())), []).append(h)
+                key = h.group if h.group is not None else tuple(sorted(h.dims.items()))
+                groups.setdefault(key, []).append(h)
         rows, ys, ws = [], [], []
-        nearest: list[tuple[float, dict[str, Any]]] = []
-        for key, points in by_shape.items():
-            dims = dict(key)
+        nearest: list[tuple[float, float, tuple[tuple[str, int], ...], dict[str, Any]]] = []
+        for points in groups.values():
+            dims = points[0].dims
             configs = [p.config for p in points]
             feats = self.ctx.features(dims, configs) if self.ctx.features and names else None
             best = min(p.time_s for p in points)
@@ -143,9 +146,16 @@ class AutoSampler(BaseSampler):
                 ys.append(math.log(p.time_s / best))
                 ws.append(p.weight * near)
             top = min(points, key=lambda p: p.time_s)
-            nearest.append((distance, top.config))
-        nearest.sort(key=lambda t: t[0])
-        for _, config in nearest[:NEAREST_SHAPES]:
+            nearest.append((distance, -top.weight, tuple(sorted(dims.items())), top.config))
+        # one seed per shape (a shape tuned on several devices or spaces: the closest environment's best)
+        nearest.sort(key=lambda t: t[:2])
+        shapes: set[tuple[tuple[str, int], ...]] = set()
+        for _, _, shape, config in nearest:
+            if len(shapes) >= NEAREST_SHAPES:
+                break
+            if shape in shapes:
+                continue
+            shapes.add(shape)
             i = self._index.get(config_hash(config))
             if i is not None and i not in self.seeds:
                 self.seeds.append(i)

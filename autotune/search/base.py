@@ -21,14 +21,17 @@ MAX_STALE = 25
 
 @dataclass(frozen=True)
 class HistoryPoint:
-    """An ``ok`` measurement of the same kernel and space under another key (another shape, device or
-    software version): what the ``auto`` strategy learns from before this shape has any result."""
+    """An ``ok`` measurement of the same kernel under another key (another shape, device, software version
+    or search space): what the ``auto`` strategy learns from before this shape has any result."""
 
     dims: dict[str, int]
     config: dict[str, Any]
     time_s: float
-    #: 1 for this device and software; lower for other versions or devices
+    #: 1 for this device, software and space; lower for other versions, devices or spaces
     weight: float = 1.0
+    #: the measurements whose times compare (one shape on one device and space: the store's key id);
+    #: None groups by shape alone
+    group: int | None = None
 
 
 @dataclass
@@ -42,7 +45,7 @@ class StrategyContext:
     shape: dict[str, int] = field(default_factory=dict)
     shape_params: tuple[str, ...] = ()
     default: dict[str, Any] | None = None
-    #: other keys' ok trials of this kernel and space (``Store.transfer_history``)
+    #: other keys' ok trials of this kernel (other shapes, devices, versions, spaces: ``Store.transfer_history``)
     history: Sequence[HistoryPoint] = ()
     features: FeatureFn | None = None
     #: the search's evaluation budget (--trials)

@@ -36,13 +36,16 @@ class TransferPrior:
         )
 
     def fit(self, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> TransferPrior:
+        # a column no history row sets (a parameter added to the space since) teaches nothing, and the
+        # trees' binning fails on it: left out, for prediction too
+        self.cols = ~np.isnan(x).all(axis=0)
         with single_threaded():
-            self.model.fit(x, y, sample_weight=w)
+            self.model.fit(x[:, self.cols], y, sample_weight=w)
         return self
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         with single_threaded():
-            return self.model.predict(x)
+            return self.model.predict(x[:, self.cols])
 
 
 class LocalCorrection:

@@ -9,7 +9,7 @@ Split by concern, composed into one ``Store``:
 - ``trials``: storing and reading results, the best row;
 - ``claims``: who measures which config (unique rows with leases), so no config is measured twice;
 - ``requests``: shapes asked for at run time and not tuned; ``verifications``: re-measured bests, nightly runs;
-- ``transfer``: other keys' measurements of a kernel and space, for the ``auto`` strategy;
+- ``transfer``: other keys' measurements of a kernel (any compatible space), for the ``auto`` strategy;
 - ``rows``: record <-> row mappings derived from the dataclasses; ``models``: the tables; ``urls``.
 
 Optuna keeps its own tables in the same database (the study is named by ``KeyInfo.study_name``); these

@@ -1,9 +1,11 @@
-"""What a search can learn from other keys: every ok measurement of the same kernel (by name) and search
-space under another shape, device or software version, weighted by how far its environment is from
-this one (the ``auto`` strategy's training data)."""
+"""What a search can learn from other keys: every ok measurement of the same kernel (by name) under another
+shape, device, software version or search space, weighted by how far its environment is from this one (the
+``auto`` strategy's training data). Another space's configs count when they only set this space's
+parameters (a widened or narrowed space: editing a space must not throw the kernel's history away)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import select
@@ -17,35 +19,59 @@ from .models import EnvironmentRow, KernelRow, ShapeRow, TrialRow, TuningKeyRow
 SAME_ENV_WEIGHT = 1.0
 SAME_GPU_WEIGHT = 0.5
 OTHER_GPU_WEIGHT = 0.2
+#: a measurement under another search space of the kernel (its values may lie outside this space's, and
+#: the space may belong to another kernel version) counts this much on top of its environment's weight
+OTHER_SPACE_WEIGHT = 0.2
 
 
 class TransferQueries(Database):
     def transfer_history(
-        self, kernel_name: str, space_hash: str, env: dict[str, Any], exclude_key_id: int | None = None
-    ) -> list[tuple[dict[str, int], dict[str, Any], float, float]]:
-        """(dims, config, time_s, weight) of every ok+measured search trial of ``kernel_name`` with this
-        space under other keys than ``exclude_key_id``, any kernel source version."""
+        self,
+        kernel_name: str,
+        space_hash: str,
+        env: dict[str, Any],
+        exclude_key_id: int | None = None,
+        params: Collection[str] | None = None,
+    ) -> list[tuple[int, dict[str, int], dict[str, Any], float, float]]:
+        """(key id, dims, config, time_s, weight) of every ok+measured search trial of ``kernel_name`` under
+        other keys than ``exclude_key_id``, any kernel source version: this space's, and, given this
+        space's parameter names ``params``, other spaces' whose config sets no other parameter. The key id
+        groups a shape's measurements on one device and space (times compare only within a group)."""
         stmt = (
-            select(ShapeRow.dims, TrialRow.config, TrialRow.time_s, EnvironmentRow)
+            select(
+                TuningKeyRow.id,
+                TuningKeyRow.space_hash,
+                ShapeRow.dims,
+                TrialRow.config,
+                TrialRow.time_s,
+                EnvironmentRow,
+            )
             .join(TuningKeyRow, TuningKeyRow.id == TrialRow.key_id)
             .join(KernelRow, KernelRow.id == TuningKeyRow.kernel_id)
             .join(ShapeRow, ShapeRow.id == TuningKeyRow.shape_id)
             .join(EnvironmentRow, EnvironmentRow.id == TuningKeyRow.environment_id)
             .where(
                 KernelRow.name == kernel_name,
-                TuningKeyRow.space_hash == space_hash,
                 TrialRow.status == TrialStatus.OK.value,
                 TrialRow.measured.is_(True),
                 TrialRow.time_s.is_not(None),
                 TrialRow.kind == KIND_SEARCH,
             )
         )
+        if params is None:
+            stmt = stmt.where(TuningKeyRow.space_hash == space_hash)
         if exclude_key_id is not None:
             stmt = stmt.where(TrialRow.key_id != exclude_key_id)
+        names = set(params or ())
         out = []
         with self.session() as s:
-            for dims, config, time_s, e in s.execute(stmt):
-                out.append((dict(dims), dict(config), float(time_s), _weight(e, env)))
+            for key_id, key_space, dims, config, time_s, e in s.execute(stmt):
+                weight = _weight(e, env)
+                if key_space != space_hash:
+                    if not set(config) <= names:
+                        continue
+                    weight *= OTHER_SPACE_WEIGHT
+                out.append((key_id, dict(dims), dict(config), float(time_s), weight))
         return out
 
     def key_space(self, key_id: int) -> dict[str, Any]:
