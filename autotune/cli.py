@@ -321,9 +321,13 @@ def _print_reports(reports, kernel: str) -> None:
     out.print(table)
     for r in reports:
         if r.history_points:
+            from .search.auto import MIN_HISTORY
+
+            few = r.strategy == "auto" and r.history_points < MIN_HISTORY
             out.print(
-                f"{r.shape_key}: {r.strategy} started from {r.history_points} measurements of "
-                f"{r.history_keys} other tuned key(s) in the database",
+                f"{r.shape_key}: {r.strategy} read {r.history_points} measurements of this kernel under "
+                f"{r.history_keys} other key(s) in the database"
+                + (f" (too few for a prior: it needs {MIN_HISTORY})" if few else ""),
                 highlight=False,
             )
         if r.finalists:
