@@ -28,7 +28,7 @@ from typing import Any
 
 from .landscape import LandscapeFile
 from .search import HistoryPoint, StrategyContext, make_strategy
-from .search.base import MAX_STALE, FeatureFn
+from .search.base import MAX_STALE, FeatureFn, load_history
 from .trial import TrialResult, TrialStatus, config_hash
 
 #: in-flight proposals of the H200 pipeline (15 compile workers + 4 per device): the replay's default
@@ -240,15 +240,7 @@ def replay(
                     "driver": "replay",
                     "cuda": "replay",
                 }
-                history = [
-                    HistoryPoint(d, c, t, w, k)
-                    for k, d, c, t, w in store.transfer_history(
-                        target.kernel,
-                        target.space.hash(),
-                        env,
-                        params=[p.name for p in target.space.params],
-                    )
-                ]
+                history = load_history(store, target.kernel, target.space, env)
                 store.close()
             features = features_for(target) if features_for else None
             for strategy in strategies:

@@ -31,7 +31,7 @@ from .engine.leases import LeaseKeeper
 from .env import env_hash
 from .errors import SettingsError, SpaceError
 from .search import HistoryPoint, StrategyContext, canonical_name, make_strategy
-from .search.base import MAX_STALE
+from .search.base import MAX_STALE, load_history
 from .settings import SearchSettings, default_compile_workers
 from .shapes import Shape, check_shape, format_shape
 from .space import Space
@@ -336,16 +336,7 @@ class _ShapeRun:
         # the order of a budgeted exhaustive search
         history: list[HistoryPoint] = []
         if name in ("auto", "exhaustive") and listed is None:
-            history = [
-                HistoryPoint(dims, config, t, w, key_id)
-                for key_id, dims, config, t, w in self.store.transfer_history(
-                    meta.name,
-                    self.space.hash(),
-                    dict(tuner.info.env),
-                    exclude_key_id=self.key.id,
-                    params=[p.name for p in self.space.params],
-                )
-            ]
+            history = load_history(self.store, meta.name, self.space, tuner.info.env, self.key.id)
         self.report.history_points = len(history)
         self.report.history_keys = len({h.group for h in history})
         ctx = StrategyContext(

@@ -34,6 +34,17 @@ class HistoryPoint:
     group: int | None = None
 
 
+def load_history(
+    store: Any, kernel: str, space: Space, env: Mapping[str, Any], exclude_key_id: int | None = None
+) -> list[HistoryPoint]:
+    """What ``store`` holds of ``kernel`` under other keys than ``exclude_key_id`` for a search over ``space``
+    (``Store.transfer_history``: this space's configs, and other spaces' that set only its parameters)."""
+    rows = store.transfer_history(
+        kernel, space.hash(), dict(env), exclude_key_id=exclude_key_id, params=[p.name for p in space.params]
+    )
+    return [HistoryPoint(dims, config, t, w, key_id) for key_id, dims, config, t, w in rows]
+
+
 @dataclass
 class StrategyContext:
     space: Space
