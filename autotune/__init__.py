@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import AutotuneError
+from autotune.errors import AutotuneError
 
 __version__ = "0.1.0"
 
@@ -27,17 +27,17 @@ _LAZY = {
     "bench_kineto": ".bench",
     "bench_kineto_detailed": ".bench",
     "BenchResult": ".bench",
-    "best_config": ".lookup",
-    "Kernel": ".kernel",
-    "TunableKernel": ".kernel",
-    "Space": ".space",
+    "best_config": ".runtime.lookup",
+    "Kernel": ".kernel.contract",
+    "TunableKernel": ".kernel.contract",
+    "Space": ".space.space",
 }
 
 if TYPE_CHECKING:
-    from .bench import BenchResult, bench_kineto, bench_kineto_detailed
-    from .kernel import Kernel, TunableKernel
-    from .lookup import best_config
-    from .space import Space
+    from autotune.bench import BenchResult, bench_kineto, bench_kineto_detailed
+    from autotune.kernel.contract import Kernel, TunableKernel
+    from autotune.runtime.lookup import best_config
+    from autotune.space.space import Space
 
 
 def __getattr__(name: str) -> Any:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import AmbiguousKernelError, BenchError, KernelNotFoundError
+from autotune.errors import AmbiguousKernelError, BenchError, KernelNotFoundError
 
 #: Set (to anything but "" or "0") when running under Nsight Systems / Compute Sanitizer: internal
 #: profiling conflicts with those tools, so the bench returns placeholder 1s, marked as not measured.
@@ -130,7 +130,7 @@ def _suppress_output(enabled: bool) -> Iterator[None]:
 
 def default_flush_bytes(device: str, device_index: int | None = None) -> int:
     """2x the L2 (GPU) or last-level cache (CPU); ``AUTOTUNE_FLUSH_BYTES`` overrides."""
-    from .settings import flush_bytes
+    from autotune.settings import flush_bytes
 
     configured = flush_bytes()
     if configured is not None:
@@ -143,7 +143,7 @@ def default_flush_bytes(device: str, device_index: int | None = None) -> int:
         )
         l2 = int(getattr(props, "L2_cache_size", 0)) or 64 * 1024 * 1024
         return 2 * l2
-    from .env import cpu_llc_bytes
+    from autotune.env import cpu_llc_bytes
 
     return 2 * cpu_llc_bytes()
 

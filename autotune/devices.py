@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SettingsError
+from autotune.errors import SettingsError
 
 ALL = "all"
 

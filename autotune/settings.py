@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from .devices import parse_devices
-from .errors import SettingsError
+from autotune.devices import parse_devices
+from autotune.errors import SettingsError
 
 T = TypeVar("T")
 
@@ -152,7 +152,7 @@ class SearchSettings:
     worker_env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from .search import strategy_names
+        from autotune.search import strategy_names
 
         self.strategy = self.strategy.lower()
         if self.strategy not in strategy_names():

@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from .errors import ShapeError
+from autotune.errors import ShapeError
 
 Shape = dict[str, int]
 

@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from autotune.landscape import load_landscape
 from autotune.shapes import format_shape
 from autotune.trial import config_hash
+from autotune.tuning.landscape import load_landscape
 
 if __name__ == "__main__":
     d = Path(sys.argv[1])

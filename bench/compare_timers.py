@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autotune.bench import bench_kineto, bench_kineto_detailed  # noqa: E402
-from autotune.kernel import load_kernel_file  # noqa: E402
+from autotune.kernel.contract import load_kernel_file  # noqa: E402
 
 
 def recipe_bench_kineto(

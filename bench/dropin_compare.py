@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from autotune import best_config
     from autotune.bench import bench_kineto
-    from autotune.triton_autotune import _wall_clock_bench, autotune
-    from autotune.triton_space import config_dict
+    from autotune.runtime.triton_autotune import _wall_clock_bench, autotune
+    from autotune.space.triton import config_dict
 
     cuda = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
     device = "cuda" if cuda else "cpu"

@@ -86,7 +86,7 @@ def dispatch_rows(n: int, rounds: int) -> dict[str, float]:
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import KernelInterface
 
-    from autotune.triton_autotune import autotune
+    from autotune.runtime.triton_autotune import autotune
 
     class NullKernel(KernelInterface):
         """A kernel that launches nothing: what remains is the wrappers' dispatch."""
@@ -134,7 +134,7 @@ def launch_rows(n: int, rounds: int, db: str | None) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "examples"))
     import softmax as sm
 
-    from autotune.triton_autotune import _wall_clock_bench, autotune
+    from autotune.runtime.triton_autotune import _wall_clock_bench, autotune
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     x = torch.randn(1, 256, device=device, dtype=torch.float16)

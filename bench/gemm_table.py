@@ -116,7 +116,7 @@ def baseline(out: Path) -> None:
     kernel not named nvjet_*)."""
     sys.path.insert(0, str(ROOT))
     from autotune.bench import bench_kineto_detailed
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     kernel = load_kernel_file(KERNEL_FILE).kernel
     mod = sys.modules[type(kernel).__module__]
@@ -260,7 +260,7 @@ def stress(out: Path, calls: int) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     kernel = load_kernel_file(KERNEL_FILE).kernel
     mod = sys.modules[type(kernel).__module__]

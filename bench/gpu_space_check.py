@@ -33,7 +33,7 @@ def _worker(job: tuple[int, list[dict[str, Any]], str]) -> list[dict[str, Any]]:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     kernel = load_kernel_file(KERNEL_FILE).kernel
     mod = sys.modules[type(kernel).__module__]
@@ -91,7 +91,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from autotune.env import device_facts
-    from autotune.space import Space
+    from autotune.space.space import Space
 
     ctx = mp.get_context("spawn")
     with ctx.Pool(1) as p:  # facts from a child: the parent never initializes CUDA before forking workers

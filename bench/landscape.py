@@ -60,8 +60,8 @@ def load_example() -> Any:
 
 
 def load_space(facts: Mapping[str, int]) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
-    from autotune.kernel import resolve_space
-    from autotune.space import Space
+    from autotune.kernel.contract import resolve_space
+    from autotune.space.space import Space
 
     space_def, source = resolve_space(KERNEL_FILE, load_example().KERNEL.space)
     space = Space.from_dict(space_def, source=source)
@@ -145,7 +145,7 @@ def shape_tag(shape: Mapping[str, int]) -> str:
 
 def legacy_check(out: Any, ref: Any) -> str | None:
     """The wave-1 gemm_fp8 check: isclose at rtol = atol = 0.02 of the reference's RMS."""
-    from autotune.kernel import compare_tensors
+    from autotune.kernel.contract import compare_tensors
 
     if tuple(out.shape) != tuple(ref.shape):
         return "shape"
@@ -214,7 +214,7 @@ def run_shape(
             row.update(status=classify(exc), error=f"{type(exc).__name__}: {exc}"[:2000])
             continue
         try:
-            from autotune.kernel import check_metrics
+            from autotune.kernel.contract import check_metrics
 
             out = run()
             err = kernel.compare(out, ref)

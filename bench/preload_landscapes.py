@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from autotune.landscape import load_landscape
-from autotune.replay import history_store
+from autotune.tuning.landscape import load_landscape
+from autotune.tuning.replay import history_store
 
 if __name__ == "__main__":
     store = history_store([load_landscape(p) for p in sys.argv[2:]], sys.argv[1])

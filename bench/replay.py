@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 from autotune.engine import Landscape, SimulatedBackend, WorkerInfo  # noqa: E402
 from autotune.env import DEVICE_PRESETS  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
-from autotune.space import Space  # noqa: E402
+from autotune.space.space import Space  # noqa: E402
 from autotune.store import Store  # noqa: E402
-from autotune.tuner import Tuner  # noqa: E402
+from autotune.tuning.tuner import Tuner  # noqa: E402
 
 #: the space the landscapes were recorded with (wave 1), and its kernel's default config at the time
 SPACE_FILE = ROOT / "bench" / "landscapes" / "gemm_fp8_wave1.yaml"

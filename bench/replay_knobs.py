@@ -12,9 +12,9 @@ import argparse
 import glob
 import statistics
 
-from autotune import replay as R
-from autotune.landscape import load_landscape
 from autotune.search import auto
+from autotune.tuning import replay as R
+from autotune.tuning.landscape import load_landscape
 
 
 def main() -> None:

@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 from autotune.engine import SimulatedBackend, WorkerInfo  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
-from autotune.space import Space  # noqa: E402
+from autotune.space.space import Space  # noqa: E402
 from autotune.store import Store  # noqa: E402
-from autotune.tuner import Tuner  # noqa: E402
+from autotune.tuning.tuner import Tuner  # noqa: E402
 from bench.replay import SPACE_FILE, load  # noqa: E402
 
 
@@ -103,7 +103,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.getLogger("autotune").setLevel(logging.ERROR)
     if args.no_study_writes:
-        from autotune.search.study_sync import StudyWriter
+        from autotune.store.optuna_study import StudyWriter
 
         StudyWriter.add = lambda self, *a, **k: None  # type: ignore[method-assign]
     space = Space.from_yaml(SPACE_FILE)

@@ -65,7 +65,7 @@ def _init_worker(cache_dir: str) -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
 
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     _target = GPUTarget("cuda", 90, 32)
     _backend = make_backend(_target)

@@ -21,7 +21,7 @@ def default_config() -> dict:
     import sys
 
     sys.path.insert(0, str(HERE.parent))
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     return dict(load_kernel_file(HERE.parent / "examples" / "gemm_fp8.py").kernel.default_config)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from autotune.kernel import Kernel
+from autotune.kernel.contract import Kernel
 
 
 def matmul_blocked(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: dict) -> torch.Tensor:

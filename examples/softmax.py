@@ -14,8 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune.triton_autotune import autotune
-from autotune.triton_kernel import TritonKernel
+from autotune.kernel.triton import TritonKernel
+from autotune.runtime.triton_autotune import autotune
 
 # 1 to 32 elements per thread per chunk; warps x stages not a full product of the values
 CONFIGS = [

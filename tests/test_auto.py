@@ -14,16 +14,16 @@ from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.engine import SimulatedBackend, Worker
-from autotune.landscape import LandscapeFile, load_landscape
-from autotune.replay import history_store, replay_one
 from autotune.search import HistoryPoint, StrategyContext, make_strategy
 from autotune.search.encoding import ordinal
 from autotune.search.optuna_strategy import OptunaStrategy, distribution, tpe_sampler
 from autotune.settings import SearchSettings
-from autotune.space import Space
+from autotune.space.space import Space
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus, config_hash
-from autotune.tuner import Tuner
+from autotune.tuning.landscape import LandscapeFile, load_landscape
+from autotune.tuning.replay import history_store, replay_one
+from autotune.tuning.tuner import Tuner
 from tests.test_engine import sim_info
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -376,7 +376,7 @@ def test_auto_learns_from_a_narrower_space_of_the_kernel():
     """The other shapes were tuned over an older, narrower space: a search over the new space still starts
     from what they taught (the best found in 6 evaluations, whatever the seed), which an empty store does
     not."""
-    from autotune.replay import replay
+    from autotune.tuning.replay import replay
 
     target = landscape(16)
     others = [landscape_in(NARROW_SPACE, 8), landscape_in(NARROW_SPACE, 32)]

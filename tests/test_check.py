@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autotune.kernel import check_metrics, compare_outputs, compare_tensors
+from autotune.kernel.contract import check_metrics, compare_outputs, compare_tensors
 
 ROOT = Path(__file__).resolve().parent.parent
 FROZEN = ROOT / "bench" / "kernels" / "gemm_fp8_wave2.py"

@@ -23,10 +23,10 @@ from autotune.engine import (
     WorkerInfo,
 )
 from autotune.settings import SearchSettings
-from autotune.space import Space
+from autotune.space.space import Space
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus, config_hash
-from autotune.tuner import Tuner
+from autotune.tuning.tuner import Tuner
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests" / "kernels" / "tiny.py")

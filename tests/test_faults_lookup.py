@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from autotune import lookup
 from autotune.errors import ShapeError
-from autotune.lookup import best_config, clear_cache
+from autotune.runtime import lookup
+from autotune.runtime.lookup import best_config, clear_cache
 from autotune.shapes import check_shape, format_shape, parse_shape
 from autotune.store import Store
 from autotune.store.urls import mask_secrets, mask_url, normalize_db_url, url_secrets
@@ -56,7 +56,9 @@ def tuned_sqlite(tmp_path: Path, name: str, config: dict, kernel: str = "gemm") 
 
 def warnings_of(caplog) -> list[str]:
     return [
-        r.getMessage() for r in caplog.records if r.name == "autotune.lookup" and r.levelno == logging.WARNING
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "autotune.runtime.lookup" and r.levelno == logging.WARNING
     ]
 
 
@@ -106,7 +108,7 @@ def locked_sqlite(request, tmp_path):
 
 def test_locked_sqlite_gives_the_default_fast_and_caches_the_failure(locked_sqlite, caplog, monkeypatch):
     url, release = locked_sqlite
-    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
         got, first = timed(best_config, "gemm", db=url, device="cpu", default=DEFAULT, M=64)
         assert got is DEFAULT
         assert first < 3.0, f"first lookup under a locked file took {first:.1f} s"  # was 124.5 s
@@ -205,7 +207,7 @@ def hung_postgres():
 
 
 def test_postgres_that_never_answers_gives_the_default_within_the_timeout(hung_postgres, caplog):
-    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
         got, first = timed(best_config, "gemm", db=hung_postgres, device="cpu", default=DEFAULT, M=64)
         assert got is DEFAULT
         assert first < 2.0, f"first lookup on a silent server took {first:.1f} s"  # was 11.8 s
@@ -300,7 +302,7 @@ def test_show_never_prints_a_password(template, closed_port):
 @pytest.mark.parametrize("template", SECRET_URLS)
 def test_lookup_warning_never_shows_a_password(template, closed_port, caplog):
     url = template.format(host=f"127.0.0.1:{closed_port}")
-    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
         assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=64) is DEFAULT
     (msg,) = warnings_of(caplog)
     assert "SECRET" not in msg and "rd!" not in msg and "127.0.0.1" in msg
@@ -317,7 +319,7 @@ def test_newer_schema_warns_once_and_gives_the_default(db_url, caplog):
     with engine.begin() as conn:
         conn.execute(text("UPDATE autotune_alembic_version SET version_num = 'ffffffff'"))
     engine.dispose()
-    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
         for m in (64, 64, 100):
             assert best_config("gemm", db=db_url, device="cpu", default=DEFAULT, M=m) is DEFAULT
     (msg,) = warnings_of(caplog)

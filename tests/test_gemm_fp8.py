@@ -215,8 +215,8 @@ def test_features_for_every_implementation() -> None:
     import math
 
     from autotune.env import DEVICE_PRESETS
-    from autotune.kernel import load_kernel_file
-    from autotune.space import Space
+    from autotune.kernel.contract import load_kernel_file
+    from autotune.space.space import Space
 
     kern = load_kernel_file(KERNEL_FILE).kernel
     h200 = DEVICE_PRESETS["h200"]
@@ -229,7 +229,7 @@ def test_features_for_every_implementation() -> None:
 
 
 def test_impl_limits() -> None:
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     mod = sys.modules[type(load_kernel_file(KERNEL_FILE).kernel).__module__]
     assert "divisible by 16" in mod.check_config({"IMPL": "scaled_mm"}, 64, 70, 256)
@@ -266,7 +266,7 @@ def test_best_config_selects_the_library(tmp_path: Path) -> None:
 
 
 def test_declaration() -> None:
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     k = load_kernel_file(KERNEL_FILE)
     assert k.name == "gemm_fp8" and Path(k.space_source) == SPACE_FILE
@@ -295,9 +295,9 @@ def test_declaration() -> None:
 
 
 def test_space_on_h200() -> None:
-    space_mod = pytest.importorskip("autotune.space")
+    space_mod = pytest.importorskip("autotune.space.space")
     from autotune.env import DEVICE_PRESETS
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     h200 = DEVICE_PRESETS["h200"]
     space = space_mod.Space.from_yaml(SPACE_FILE)
@@ -360,7 +360,7 @@ def test_space_matches_sm90_probe() -> None:
     """The resource constraints against bench/smem_probe.py's record of real sm_90 compiles: a probed
     combination is admitted exactly when it compiled, fits shared memory and does not spill, and every
     config the space admits on an H200 is covered by a probed combination that did."""
-    space_mod = pytest.importorskip("autotune.space")
+    space_mod = pytest.importorskip("autotune.space.space")
     from autotune.env import DEVICE_PRESETS
 
     probe = json.loads(PROBE_FILE.read_text())
@@ -420,7 +420,7 @@ def test_variant_space_matches_sm90_probe() -> None:
     (bench/smem_probe.py --variants): admitted exactly when it compiled, fits and does not spill; every
     admitted config of those kernels covered by a fitting compile."""
     from autotune.env import DEVICE_PRESETS
-    from autotune.space import Space
+    from autotune.space.space import Space
 
     probe = json.loads(VARIANT_PROBE_FILE.read_text())
     h200 = DEVICE_PRESETS["h200"]
@@ -457,7 +457,7 @@ def _smem_estimate(c: dict[str, Any]) -> int:
 
 def test_admitted_configs_fit_shared_memory_on_sm90() -> None:
     """The constraint's formula against Triton's own sm_90 compiles of the configs nearest the limit."""
-    pytest.importorskip("autotune.space")
+    pytest.importorskip("autotune.space.space")
     res = _subprocess("--xcompile", interpret=False)
     if res.get("skip"):
         pytest.skip(res["skip"])
@@ -484,7 +484,7 @@ def test_admitted_configs_fit_shared_memory_on_sm90() -> None:
 def _run_interp_big() -> dict[str, Any]:
     import torch
 
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     kernel = load_kernel_file(KERNEL_FILE).kernel
     torch.manual_seed(0)
@@ -501,8 +501,8 @@ def _run_interp_big() -> dict[str, Any]:
 def _run_interp() -> dict[str, Any]:
     import torch
 
-    from autotune.conformance import check_kernel_file
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.conformance import check_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     kernel = load_kernel_file(KERNEL_FILE).kernel
     mod = sys.modules[type(kernel).__module__]
@@ -633,8 +633,8 @@ def _run_xcompile() -> dict[str, Any]:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     from autotune.env import DEVICE_PRESETS
-    from autotune.kernel import load_kernel_file
-    from autotune.space import Space
+    from autotune.kernel.contract import load_kernel_file
+    from autotune.space.space import Space
 
     target = GPUTarget("cuda", 90, 32)
     try:
@@ -752,7 +752,7 @@ def _run_best_config() -> dict[str, Any]:
     import torch
 
     from autotune import best_config
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     kernel = load_kernel_file(KERNEL_FILE).kernel
     mod = sys.modules[type(kernel).__module__]

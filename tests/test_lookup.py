@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from autotune import lookup
 from autotune.env import current_device_name
-from autotune.lookup import best_config, clear_cache
+from autotune.runtime import lookup
+from autotune.runtime.lookup import best_config, clear_cache
 from autotune.shapes import format_shape
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus
@@ -61,7 +61,9 @@ def tune(
 
 def warnings_of(caplog) -> list[str]:
     return [
-        r.getMessage() for r in caplog.records if r.name == "autotune.lookup" and r.levelno == logging.WARNING
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "autotune.runtime.lookup" and r.levelno == logging.WARNING
     ]
 
 
@@ -76,7 +78,7 @@ def test_exact_hit(store):
 def test_nearest_shape_logs_debug(store, caplog):
     tune(store, {"M": 64, "N": 128}, {"BLOCK": 64})
     tune(store, {"M": 4096, "N": 128}, {"BLOCK": 256})
-    with caplog.at_level(logging.DEBUG, logger="autotune.lookup"):
+    with caplog.at_level(logging.DEBUG, logger="autotune.runtime.lookup"):
         assert best_config("gemm", db=store.url, device="cpu", M=100, N=128) == {"BLOCK": 64}
         assert best_config("gemm", db=store.url, device="cpu", M=3000, N=100) == {"BLOCK": 256}
     debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
@@ -98,7 +100,7 @@ def test_default_when_nothing_tuned(store, caplog):
 
 def test_missing_db_file_warns_once(tmp_path, caplog):
     path = tmp_path / "none" / "autotune.db"
-    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
         for m in range(50):
             assert best_config("gemm", db=str(path), device="cpu", default=DEFAULT, M=64 + m % 3) is DEFAULT
         assert best_config("gemm", db=str(path), default=DEFAULT, M=64) is DEFAULT
@@ -110,7 +112,7 @@ def test_missing_db_file_warns_once(tmp_path, caplog):
 def test_db_without_schema_warns_once(db_url, caplog):
     with Store(db_url) as store:
         store.schema_status()  # SQLite: creates the (empty) database file
-    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
         for _ in range(5):
             assert best_config("gemm", db=db_url, device="cpu", default=DEFAULT, M=64) is DEFAULT
     (msg,) = warnings_of(caplog)
@@ -120,7 +122,7 @@ def test_db_without_schema_warns_once(db_url, caplog):
 def test_unreachable_postgres_warns_once(closed_port, caplog):
     url = f"postgresql://postgres:s3cret@127.0.0.1:{closed_port}/autotune"
     t0 = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
         for _ in range(20):
             assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=64) is DEFAULT
     assert time.monotonic() - t0 < 10
@@ -129,7 +131,7 @@ def test_unreachable_postgres_warns_once(closed_port, caplog):
 
 
 def test_bad_url_or_shape_never_raises(caplog):
-    with caplog.at_level(logging.WARNING, logger="autotune.lookup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
         assert best_config("gemm", db="mysql://u:s3cret@h/db", default=DEFAULT, M=64) is DEFAULT
         assert best_config("gemm", db="mysql://u:s3cret@h/db", default=DEFAULT, M=64) is DEFAULT
         assert best_config("gemm", db="mysql://u:s3cret@h/db", default=DEFAULT, M=[1]) is DEFAULT
@@ -197,7 +199,7 @@ def test_version_and_source_preference(store, monkeypatch, caplog):
     # a source hash nobody tuned: fall back across sources and versions, saying so at DEBUG
     clear_cache()
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="2.9.0"))
-    with caplog.at_level(logging.DEBUG, logger="autotune.lookup"):
+    with caplog.at_level(logging.DEBUG, logger="autotune.runtime.lookup"):
         assert best_config("gemm", db=store.url, device="cpu", source_hash="c" * 64, M=64) == {"v": "src-b"}
     debug = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
     assert "source" in debug and "torch 2.6.0" in debug and "running torch 2.9.0" in debug
@@ -210,10 +212,10 @@ def test_import_is_light(sqlite_url):
     code = (
         "import sys\n"
         "heavy = ('optuna', 'typer', 'alembic', 'torch', 'triton')\n"
-        "import autotune.lookup\n"
+        "import autotune.runtime.lookup\n"
         "loaded = [m for m in (*heavy, 'sqlalchemy') if m in sys.modules]\n"
-        "assert not loaded, f'import autotune.lookup loaded {loaded}'\n"
-        "from autotune.lookup import best_config\n"
+        "assert not loaded, f'import autotune.runtime.lookup loaded {loaded}'\n"
+        "from autotune.runtime.lookup import best_config\n"
         "assert best_config('gemm', db=sys.argv[1], M=64) == {'BLOCK': 64}\n"
         "assert best_config('gemm', db=sys.argv[1] + '.missing', default=1, M=64) == 1\n"
         "loaded = [m for m in heavy if m in sys.modules]\n"
@@ -299,8 +301,8 @@ def test_export_errors(store, tmp_path):
 def test_an_export_file_of_another_version_falls_back_with_a_warning(tmp_path, caplog):
     import json as _json
 
-    from autotune import lookup as _lookup
     from autotune.records import EXPORT_FORMAT, EXPORT_VERSION
+    from autotune.runtime import lookup as _lookup
 
     f = tmp_path / "best.json"
     f.write_text(_json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION + 1, "records": []}))

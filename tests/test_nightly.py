@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from autotune import requests_log
-from autotune.lookup import best_config, clear_cache
+from autotune.runtime import requests_log
+from autotune.runtime.lookup import best_config, clear_cache
 from autotune.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import text
 
 from autotune.engine import KernelMeta, SimulatedBackend, WorkerInfo
-from autotune.nightly import Job, KernelJob, VerifySpec, run_job
-from autotune.nightly.planner import RESUME, RETUNE, TUNE
-from autotune.space import Space
+from autotune.jobs.nightly import Job, KernelJob, VerifySpec, run_job
+from autotune.jobs.nightly.planner import RESUME, RETUNE, TUNE
+from autotune.space.space import Space
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus
 

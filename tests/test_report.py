@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.report import parse_since, write_report
+from autotune.jobs.report import parse_since, write_report
 from autotune.store import Store
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune import requests_log
-from autotune.lookup import best_config, clear_cache
+from autotune.runtime import requests_log
+from autotune.runtime.lookup import best_config, clear_cache
 from autotune.store import Store
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -83,12 +83,12 @@ def test_export_file_lookups_record_into_the_named_database(store, tmp_path, mon
 def test_a_failing_database_never_raises_and_keeps_the_counts(store, tmp_path, caplog, monkeypatch):
     tune(store, {"M": 64, "N": 128}, {"BLOCK": 64})
     bad = f"sqlite:///{tmp_path / 'missing' / 'nowhere.db'}"
-    with caplog.at_level(logging.WARNING, logger="autotune.requests_log"):
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.requests_log"):
         for _ in range(2):
             best_config("gemm", db=store.url, device="cpu", M=100, N=128, record=bad)
         assert requests_log.flush() == 0
         assert requests_log.flush() == 0
-    warned = [r for r in caplog.records if r.name == "autotune.requests_log"]
+    warned = [r for r in caplog.records if r.name == "autotune.runtime.requests_log"]
     assert len(warned) == 1 and "could not record" in warned[0].getMessage()
     # the counts are kept: the same misses land once the database is there
     (m,) = requests_log.misses.values()

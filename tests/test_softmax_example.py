@@ -63,7 +63,7 @@ def test_search_stores_a_listed_config(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import json, sys; sys.path.insert(0, 'examples'); import softmax; "
-            "from autotune.triton_space import config_dict; print(json.dumps([config_dict(c) for c in softmax.CONFIGS]))",
+            "from autotune.space.triton import config_dict; print(json.dumps([config_dict(c) for c in softmax.CONFIGS]))",
         ],
         capture_output=True,
         text=True,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from autotune import space as space_mod
 from autotune.env import DEVICE_PRESETS, FACT_NAMES
 from autotune.errors import SpaceError
-from autotune.space import Space, load_space, load_space_dict
+from autotune.space import space as space_mod
+from autotune.space.space import Space, load_space, load_space_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "spaces"

@@ -14,8 +14,8 @@ import pytest
 triton = pytest.importorskip("triton")
 
 from autotune.errors import SpaceError  # noqa: E402
-from autotune.space import MAX_EXPR_CHARS, Space  # noqa: E402
-from autotune.triton_space import (  # noqa: E402
+from autotune.space.space import MAX_EXPR_CHARS, Space  # noqa: E402
+from autotune.space.triton import (  # noqa: E402
     config_dict,
     configs_from_space,
     dump_yaml,
@@ -185,7 +185,7 @@ def test_cli_from_triton_writes_the_kernels_space(tmp_path: Path, name: str) -> 
     # named after the stored kernel name where the object has one, else after the name in the file
     assert space.name == ("softmax" if name in ("softmax_dropin", "KERNEL") else name)
     # the same space as the kernel file's inline one, derived from the same list (same hash: same key)
-    from autotune.kernel import load_kernel_file
+    from autotune.kernel.contract import load_kernel_file
 
     loaded = load_kernel_file(SOFTMAX)
     assert {p.name: p.choices for p in space.params} == {
@@ -229,7 +229,7 @@ def test_cli_space_needs_a_file_or_from_triton() -> None:
 def test_a_stored_config_finds_its_listed_config_whatever_fields_it_spells_out():
     """A space that lists num_ctas stores num_ctas: 1 for configs that left it at Triton's default: the
     listed Config (and its pre_hook) is still found for it."""
-    from autotune.triton_space import config_key, listed_configs
+    from autotune.space.triton import config_key, listed_configs
 
     def hook(args):
         return None

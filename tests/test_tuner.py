@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune import lookup
+from autotune.runtime import lookup
 from autotune.store import Store
 from autotune.trial import TrialStatus, config_hash
 from tests.conftest import expected_best

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..shapes import format_shape
-from ..trial import TrialResult, TrialStatus, config_hash
-from .messages import KernelMeta, WorkerInfo
-from .worker import EvalOptions, Worker
+from autotune.engine.messages import KernelMeta, WorkerInfo
+from autotune.engine.worker import EvalOptions, Worker
+from autotune.shapes import format_shape
+from autotune.trial import TrialResult, TrialStatus, config_hash
 
 
 @runtime_checkable
@@ -98,7 +98,7 @@ class Landscape:
         dtypes: Mapping[str, str] | None = None,
     ) -> Landscape:
         """Landscapes as ``bench/landscape.py`` records them (one JSON per shape, every config's time)."""
-        from ..landscape import config_results
+        from autotune.tuning.landscape import config_results
 
         results: dict[str, dict[str, TrialResult]] = {}
         shapes, gpu, kernel = [], "simulated", name

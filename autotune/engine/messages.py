@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..trial import TrialResult
+from autotune.trial import TrialResult
 
 
 @dataclass(frozen=True)

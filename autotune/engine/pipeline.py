@@ -18,9 +18,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from ..trial import TrialResult, TrialStatus
-from .evaluator import Backend, Evaluator
-from .messages import Candidate, WorkerInfo
+from autotune.engine.evaluator import Backend, Evaluator
+from autotune.engine.messages import Candidate, WorkerInfo
+from autotune.trial import TrialResult, TrialStatus
 
 log = logging.getLogger("autotune.engine")
 

@@ -21,10 +21,8 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import errors
-from ..errors import AutotuneError, KernelFileError
-from ..trial import TrialResult, TrialStatus
-from .messages import (
+from autotune import errors
+from autotune.engine.messages import (
     Compiled,
     Done,
     FeatureRows,
@@ -37,6 +35,8 @@ from .messages import (
     Stop,
     WorkerInfo,
 )
+from autotune.errors import AutotuneError, KernelFileError
+from autotune.trial import TrialResult, TrialStatus
 
 log = logging.getLogger("autotune.worker")
 
@@ -81,9 +81,9 @@ def _is_sticky(error: str | None) -> bool:
 
 def _load(kernel_path: str, device: str) -> tuple[Any, WorkerInfo]:
     """Import the kernel file and read the device: runs in the child only."""
-    from ..env import device_facts, environment
-    from ..kernel import load_kernel_file
-    from ..space import Space
+    from autotune.env import device_facts, environment
+    from autotune.kernel.contract import load_kernel_file
+    from autotune.space.space import Space
 
     loaded = load_kernel_file(kernel_path)
     import torch
@@ -144,7 +144,7 @@ class _Evaluation:
 
     def run(self, job: Job, launcher: Any, result: TrialResult) -> None:
         """Check the output against the reference, then time the named kernels."""
-        from ..bench import bench_kineto_detailed
+        from autotune.bench import bench_kineto_detailed
 
         try:
             out = launcher()
@@ -180,7 +180,7 @@ class _Evaluation:
 
 def _metrics(out: Any, ref: Any) -> dict[str, float] | None:
     """The check's metrics, stored with the trial (how close a pass was); None for non-tensor outputs."""
-    from ..kernel import check_metrics
+    from autotune.kernel.contract import check_metrics
 
     try:
         return check_metrics(out, ref) if tuple(out.shape) == tuple(ref.shape) else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .base import HistoryPoint, Strategy, StrategyContext
+from autotune.search.base import HistoryPoint, Strategy, StrategyContext
 
 __all__ = [
     "DEFAULT_STRATEGY",
@@ -42,7 +42,7 @@ def make_strategy(name: str, ctx: StrategyContext) -> Strategy:
 
 
 def _tpe(ctx: StrategyContext) -> Strategy:
-    from .optuna_strategy import OptunaStrategy, tpe_sampler
+    from autotune.search.optuna_strategy import OptunaStrategy, tpe_sampler
 
     return OptunaStrategy(ctx, tpe_sampler(ctx.seed))
 
@@ -50,24 +50,24 @@ def _tpe(ctx: StrategyContext) -> Strategy:
 def _random(ctx: StrategyContext) -> Strategy:
     import optuna
 
-    from .optuna_strategy import OptunaStrategy
+    from autotune.search.optuna_strategy import OptunaStrategy
 
     return OptunaStrategy(ctx, optuna.samplers.RandomSampler(seed=ctx.seed))
 
 
 def _auto(ctx: StrategyContext) -> Strategy:
-    from .auto import AutoStrategy
+    from autotune.search.auto import AutoStrategy
 
     return AutoStrategy(ctx)
 
 
 def _exhaustive(ctx: StrategyContext) -> Strategy:
-    from .enumeration import EnumerationStrategy
+    from autotune.search.enumeration import EnumerationStrategy
 
     order = None
     if ctx.valid and ctx.history and 0 < ctx.budget < len(ctx.valid):
         # a budgeted exhaustive search takes the configs the model ranks best first
-        from .auto import model_order
+        from autotune.search.auto import model_order
 
         order = model_order(ctx)
     return EnumerationStrategy(ctx, order)

@@ -36,12 +36,12 @@ import optuna
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.trial import FrozenTrial, TrialState
 
-from ..shapes import shape_distance
-from ..trial import config_hash
-from .base import HistoryPoint, StrategyContext
-from .encoding import Encoder, ordinal
-from .optuna_strategy import OptunaStrategy, distributions
-from .surrogate import LocalCorrection, TransferPrior, standardize
+from autotune.search.base import HistoryPoint, StrategyContext
+from autotune.search.encoding import Encoder, ordinal
+from autotune.search.optuna_strategy import OptunaStrategy, distributions
+from autotune.search.surrogate import LocalCorrection, TransferPrior, standardize
+from autotune.shapes import shape_distance
+from autotune.trial import config_hash
 
 log = logging.getLogger("autotune.search")
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..space import Space
-from ..trial import TrialResult
+from autotune.space.space import Space
+from autotune.trial import TrialResult
 
 #: features(shape, configs) -> one dict of the kernel's analytic features per config, or None when the
 #: kernel file declares none (computed in a worker process: the orchestrator never imports kernel files)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..space import Param
+from autotune.space.space import Param
 
 
 @dataclass(frozen=True)

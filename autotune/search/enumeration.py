@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..trial import TrialResult
-from .base import StrategyContext
+from autotune.search.base import StrategyContext
+from autotune.trial import TrialResult
 
 
 class EnumerationStrategy:

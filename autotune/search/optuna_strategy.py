@@ -21,9 +21,9 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from ..trial import TrialResult, config_hash
-from .base import StrategyContext
-from .encoding import Ordinal, ordinal
+from autotune.search.base import StrategyContext
+from autotune.search.encoding import Ordinal, ordinal
+from autotune.trial import TrialResult, config_hash
 
 log = logging.getLogger("autotune.search")
 

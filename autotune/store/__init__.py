@@ -18,16 +18,16 @@ imported only by the schema methods, so the lookup path stays light."""
 
 from __future__ import annotations
 
-from ..records import BestRecord
-from .claims import Claim, ClaimQueries, ClaimState, Owner
-from .history import HistoryQueries
-from .keys import KeyInfo, KeyQueries, dtypes_key, env_columns, study_name
-from .requests import RequestCount, RequestQueries, ShapeRequest
-from .schema import SchemaManager, alembic_config, migrations_dir, version_table
-from .transfer import TransferQueries
-from .trials import TrialQueries
-from .urls import default_db_path, default_db_url, mask_url, normalize_db_url
-from .verifications import NightlyRun, Verification, VerificationQueries
+from autotune.records import BestRecord
+from autotune.store.claims import Claim, ClaimQueries, ClaimState, Owner
+from autotune.store.history import HistoryQueries
+from autotune.store.keys import KeyInfo, KeyQueries, dtypes_key, env_columns, study_name
+from autotune.store.requests import RequestCount, RequestQueries, ShapeRequest
+from autotune.store.schema import SchemaManager, alembic_config, migrations_dir, version_table
+from autotune.store.transfer import TransferQueries
+from autotune.store.trials import TrialQueries
+from autotune.store.urls import default_db_path, default_db_url, mask_url, normalize_db_url
+from autotune.store.verifications import NightlyRun, Verification, VerificationQueries
 
 __all__ = [
     "BestRecord",

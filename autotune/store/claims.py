@@ -21,9 +21,9 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
-from .database import Database
-from .models import ClaimRow, TrialRow, utcnow
-from .rows import from_db_time
+from autotune.store.database import Database
+from autotune.store.models import ClaimRow, TrialRow, utcnow
+from autotune.store.rows import from_db_time
 
 
 @dataclass(frozen=True)

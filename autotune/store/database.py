@@ -21,8 +21,8 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..errors import DatabaseUnreachableError, StoreError
-from .urls import default_db_url, mask_secrets, mask_url, normalize_db_url, url_secrets
+from autotune.errors import DatabaseUnreachableError, StoreError
+from autotune.store.urls import default_db_url, mask_secrets, mask_url, normalize_db_url, url_secrets
 
 T = TypeVar("T")
 #: SQLSTATEs of a transaction that lost a race and may simply run again (deadlock, serialization failure)

@@ -7,10 +7,10 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from ..trial import KIND_SEARCH, TrialStatus
-from .database import Database
-from .models import BestConfigRow, EnvironmentRow, KernelRow, ShapeRow, TrialRow, TuningKeyRow
-from .rows import from_db_time
+from autotune.store.database import Database
+from autotune.store.models import BestConfigRow, EnvironmentRow, KernelRow, ShapeRow, TrialRow, TuningKeyRow
+from autotune.store.rows import from_db_time
+from autotune.trial import KIND_SEARCH, TrialStatus
 
 
 class HistoryQueries(Database):

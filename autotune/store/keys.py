@@ -13,11 +13,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..env import ENV_KEY_FIELDS
-from ..env import env_hash as compute_env_hash
-from .database import Database
-from .models import EnvironmentRow, KernelRow, ShapeRow, TuningKeyRow
-from .rows import jsonable
+from autotune.env import ENV_KEY_FIELDS
+from autotune.env import env_hash as compute_env_hash
+from autotune.store.database import Database
+from autotune.store.models import EnvironmentRow, KernelRow, ShapeRow, TuningKeyRow
+from autotune.store.rows import jsonable
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ..trial import KIND_SEARCH, TrialStatus
+from autotune.trial import KIND_SEARCH, TrialStatus
 
 TABLE_PREFIX = "autotune_"
 VERSION_TABLE = "autotune_alembic_version"

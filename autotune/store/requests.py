@@ -10,9 +10,9 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from .database import Database
-from .models import ShapeRequestRow
-from .rows import from_db_time, utc
+from autotune.store.database import Database
+from autotune.store.models import ShapeRequestRow
+from autotune.store.rows import from_db_time, utc
 
 
 @dataclass(frozen=True)

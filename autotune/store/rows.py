@@ -9,9 +9,9 @@ from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Any
 
-from ..records import BestRecord
-from ..trial import TrialResult, TrialStatus, config_hash
-from .models import BestConfigRow, TrialRow
+from autotune.records import BestRecord
+from autotune.store.models import BestConfigRow, TrialRow
+from autotune.trial import TrialResult, TrialStatus, config_hash
 
 _TRIAL_FIELDS = tuple(f.name for f in fields(TrialResult))
 _BEST_FIELDS = tuple(f.name for f in fields(BestRecord))

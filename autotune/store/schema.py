@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Column, MetaData, String, Table, func, inspect, select
 from sqlalchemy.engine import Connection
 
-from ..errors import SchemaOutOfDateError, StoreError
-from .database import WRITE, Database
-from .models import VERSION_TABLE
+from autotune.errors import SchemaOutOfDateError, StoreError
+from autotune.store.database import WRITE, Database
+from autotune.store.models import VERSION_TABLE
 
 if TYPE_CHECKING:
     from alembic.config import Config

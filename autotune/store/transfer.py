@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ..trial import KIND_SEARCH, TrialStatus
-from .database import Database
-from .models import EnvironmentRow, KernelRow, ShapeRow, TrialRow, TuningKeyRow
+from autotune.store.database import Database
+from autotune.store.models import EnvironmentRow, KernelRow, ShapeRow, TrialRow, TuningKeyRow
+from autotune.trial import KIND_SEARCH, TrialStatus
 
 #: weights of a measurement by its environment against the search's: same GPU model and software, same
 #: GPU model with another torch/Triton/driver, another GPU model

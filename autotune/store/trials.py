@@ -8,11 +8,10 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from ..errors import StoreError
-from ..records import BestRecord
-from ..trial import KIND_RETIME, KIND_SEARCH, TrialResult, TrialStatus, median_spread
-from .database import Database
-from .models import (
+from autotune.errors import StoreError
+from autotune.records import BestRecord
+from autotune.store.database import Database
+from autotune.store.models import (
     BestConfigRow,
     ClaimRow,
     EnvironmentRow,
@@ -22,7 +21,8 @@ from .models import (
     TuningKeyRow,
     utcnow,
 )
-from .rows import best_record, trial_result, trial_row, utc
+from autotune.store.rows import best_record, trial_result, trial_row, utc
+from autotune.trial import KIND_RETIME, KIND_SEARCH, TrialResult, TrialStatus, median_spread
 
 #: first half of the two-int advisory-lock key that serializes refresh_best per tuning key ("bt")
 _BEST_LOCK_CLASS = 0x6274

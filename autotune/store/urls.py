@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
-from ..errors import StoreError
+from autotune.errors import StoreError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 #: where a URL starts inside free text

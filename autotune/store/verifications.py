@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from .database import Database
-from .models import NightlyRunRow, VerificationRow, utcnow
-from .rows import from_db_time, utc
+from autotune.store.database import Database
+from autotune.store.models import NightlyRunRow, VerificationRow, utcnow
+from autotune.store.rows import from_db_time, utc
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from autotune.kernel import Kernel
+from autotune.kernel.contract import Kernel
 
 MAIN_KERNEL = "_autotune_gemm_fp8_kernel"
 REDUCE_KERNEL = "_autotune_gemm_fp8_splitk_reduce"

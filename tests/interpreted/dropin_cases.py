@@ -24,10 +24,10 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
 from autotune import lookup  # noqa: E402
-from autotune.kernel import _import_file  # noqa: E402
+from autotune.kernel.contract import _import_file  # noqa: E402
+from autotune.runtime.triton_autotune import DatabaseAutotuner, autotune  # noqa: E402
+from autotune.space.triton import config_dict  # noqa: E402
 from autotune.store import Store  # noqa: E402
-from autotune.triton_autotune import DatabaseAutotuner, autotune  # noqa: E402
-from autotune.triton_space import config_dict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SOFTMAX = ROOT / "examples" / "softmax.py"
@@ -225,7 +225,7 @@ def test_locked_database_never_raises(mod, tuned_db, tmp_path) -> None:
 
 def test_a_miss_is_asked_again_and_later_rows_are_used(mod, tuned_db, tmp_path, monkeypatch) -> None:
     """A database tuned after the first launch (or one still loading then) is used once asked again."""
-    import autotune.triton_autotune as dropin_mod
+    import autotune.runtime.triton_autotune as dropin_mod
 
     monkeypatch.setenv("AUTOTUNE_LOOKUP_RETRY", "0")
     path = tmp_path / "later.db"
@@ -246,7 +246,7 @@ def test_a_miss_is_asked_again_and_later_rows_are_used(mod, tuned_db, tmp_path, 
 
 
 def test_miss_is_recorded_when_recording_is_on(mod, tuned_db, tmp_path) -> None:
-    from autotune import requests_log
+    from autotune.runtime import requests_log
 
     url = f"sqlite:///{tmp_path / 'rec.db'}"
     shutil.copy(tuned_db.removeprefix("sqlite:///"), tmp_path / "rec.db")

@@ -15,11 +15,11 @@ if os.environ.get("TRITON_INTERPRET") != "1":
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from autotune.conformance import assert_conforms  # noqa: E402
-from autotune.kernel import _import_file, load_kernel_file  # noqa: E402
-from autotune.space import Space  # noqa: E402
-from autotune.triton_kernel import TritonKernel, jit_function  # noqa: E402
-from autotune.triton_space import config_dict, space_from_configs  # noqa: E402
+from autotune.kernel.conformance import assert_conforms  # noqa: E402
+from autotune.kernel.contract import _import_file, load_kernel_file  # noqa: E402
+from autotune.kernel.triton import TritonKernel, jit_function  # noqa: E402
+from autotune.space.space import Space  # noqa: E402
+from autotune.space.triton import config_dict, space_from_configs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SOFTMAX = ROOT / "examples" / "softmax.py"
@@ -135,7 +135,7 @@ def test_helper_needs_configs_or_a_space(mod) -> None:
 
 def test_module_softmax_runs_through_the_dropin(mod, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("AUTOTUNE_DB", str(tmp_path / "empty.db"))
-    from autotune import lookup
+    from autotune.runtime import lookup
 
     lookup.clear_cache()
     x = torch.randn(6, 3000, dtype=torch.float32)

@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from autotune.kernel import Kernel
+from autotune.kernel.contract import Kernel
 
 MODES = [
     "ok",

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from autotune.kernel import Kernel
+from autotune.kernel.contract import Kernel
 
 _slept = False
 

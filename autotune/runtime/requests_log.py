@@ -157,8 +157,8 @@ def flush() -> int:
 
 
 def _write(target: str, items: list[tuple[_Miss, int]], now: datetime) -> None:
-    from .shapes import format_shape
-    from .store import RequestCount, Store
+    from autotune.shapes import format_shape
+    from autotune.store import RequestCount, Store
 
     counts: dict[tuple[str, str, str], RequestCount] = {}
     for m, delta in items:
@@ -187,7 +187,7 @@ def _warn_once(target: str, e: BaseException) -> None:
     if target in _warned:
         return
     _warned.add(target)
-    from .store.urls import mask_secrets
+    from autotune.store.urls import mask_secrets
 
     log.warning(
         "autotune: could not record untuned shapes in %s (%s); counts are kept and retried",

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import SettingsError
-from .shapes import format_shape
-from .space import Space
-from .trial import TrialResult, TrialStatus, config_hash
+from autotune.errors import SettingsError
+from autotune.shapes import format_shape
+from autotune.space.space import Space
+from autotune.trial import TrialResult, TrialStatus, config_hash
 
 FORMAT = "autotune-landscape"
 VERSION = 1
@@ -163,7 +163,7 @@ def export_landscape(
 
 def _facts_for(device_name: str) -> dict[str, int]:
     """Device facts are not stored with a key: those of a known model (``DEVICE_PRESETS``), else none."""
-    from .env import DEVICE_PRESETS
+    from autotune.env import DEVICE_PRESETS
 
     for name, facts in DEVICE_PRESETS.items():
         if name.lower() in device_name.lower().replace(" ", ""):

@@ -9,11 +9,11 @@ import statistics
 import time
 from typing import Any
 
-from ..engine import Candidate
-from ..trial import TrialStatus, config_hash
-from . import regression
-from .job import VerifySpec
-from .planner import VerifyPlan
+from autotune.engine import Candidate
+from autotune.jobs.nightly import regression
+from autotune.jobs.nightly.job import VerifySpec
+from autotune.jobs.nightly.planner import VerifyPlan
+from autotune.trial import TrialStatus, config_hash
 
 
 def _baseline(store: Any, item: VerifyPlan) -> tuple[list[float] | float, str | None]:
@@ -41,7 +41,7 @@ def verify_one(
     """Measure ``item``'s config ``spec.repeats`` times (alternating with the default config when
     ``spec.reference``), store the verdict and return the stored ``Verification``; None when the deadline
     came before enough repeats (nothing stored)."""
-    from ..store import Verification
+    from autotune.store import Verification
 
     pipeline = tuner.pipeline
     best_h = config_hash(item.config)

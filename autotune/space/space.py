@@ -94,8 +94,8 @@ from typing import Any
 
 import yaml
 
-from .env import FACT_NAMES
-from .errors import SpaceError
+from autotune.env import FACT_NAMES
+from autotune.errors import SpaceError
 
 Value = int | float | str | bool
 Env = Mapping[str, Any]
@@ -1063,7 +1063,7 @@ class Space:
         ``exclude`` (e.g. the configs already evaluated), by rejection sampling. Makes at most
         ``max_tries`` tries (default ``100 * n + 10000``) and returns fewer configs when they run out
         (a small or nearly exhausted space); never raises for that, and never builds the product."""
-        from .trial import config_hash
+        from autotune.trial import config_hash
 
         env0 = self._env(facts)
         seen = set(exclude)

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..env import env_hash as compute_env_hash
-from ..shapes import check_shape, format_shape
-from .job import Job, KernelJob
+from autotune.env import env_hash as compute_env_hash
+from autotune.jobs.nightly.job import Job, KernelJob
+from autotune.shapes import check_shape, format_shape
 
 TUNE, RETUNE, RESUME, DONE = "tune", "retune", "resume", "done"
 
@@ -116,7 +116,7 @@ def plan_kernel(
 ) -> KernelPlan:
     """The plan of one kernel of the job. ``meta``: the kernel's ``KernelMeta`` (from a started worker);
     ``env``: the environment the workers report."""
-    from ..store import dtypes_key
+    from autotune.store import dtypes_key
 
     params = tuple(meta.shape_params)
     ehash = compute_env_hash(env)

@@ -38,13 +38,13 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from . import requests_log as _requests
-from .env import current_device_name
-from .shapes import format_shape, shape_distance
+from autotune.env import current_device_name
+from autotune.runtime import requests_log as _requests
+from autotune.shapes import format_shape, shape_distance
 
 if TYPE_CHECKING:
-    from .records import BestRecord
-    from .store import Store
+    from autotune.records import BestRecord
+    from autotune.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def _lookup(
         load = _rows_of((source, kernel, device_name), where, kernel, prepare)
         lookup_db = None
     else:
-        from .store.urls import default_db_url, mask_url, normalize_db_url
+        from autotune.store.urls import default_db_url, mask_url, normalize_db_url
 
         url = normalize_db_url(db) if db else default_db_url()
         where = mask_url(url)
@@ -305,7 +305,7 @@ def _store_for(url: str) -> Store:
         return store
     from sqlalchemy import event
 
-    from .store import Store
+    from autotune.store import Store
 
     store = Store(url, readonly=True)
     if store.is_sqlite:
@@ -355,7 +355,7 @@ def _read_db(store: Store, kernel: str, device_name: str) -> list[BestRecord]:
         # a newer autotune migrated it: its rows may not mean what we think. The store words the error
         # (this imports Alembic, on this rare path only).
         store.check_schema()
-        from .errors import StoreError
+        from autotune.errors import StoreError
 
         raise StoreError(
             f"database {store.masked_url} is at revision {revision}, which this autotune does not know: "
@@ -366,7 +366,7 @@ def _read_db(store: Store, kernel: str, device_name: str) -> list[BestRecord]:
 
 def _revision(store: Store) -> str | None:
     """The schema revision of the database (read without Alembic), or None when it cannot be read."""
-    from .store.models import VERSION_TABLE
+    from autotune.store.models import VERSION_TABLE
 
     try:
         with store.engine.connect() as conn:
@@ -381,7 +381,7 @@ def _known_revisions() -> frozenset[str]:
     """The revisions of this autotune's migrations, read from their files (importing Alembic would make
     the lookup heavy); empty when they cannot be read (then no revision check)."""
     try:
-        from .store import migrations_dir
+        from autotune.store import migrations_dir
 
         pattern = re.compile(r"^revision\b[^=\n]*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
         found = set()
@@ -396,7 +396,7 @@ def _known_revisions() -> frozenset[str]:
 
 def _read_export(path: str, kernel: str, device_name: str) -> list[BestRecord]:
     """Rows of a file written by ``autotune export``."""
-    from .records import EXPORT_FORMAT, EXPORT_VERSION, BestRecord
+    from autotune.records import EXPORT_FORMAT, EXPORT_VERSION, BestRecord
 
     with open(path) as f:
         data = json.load(f)
@@ -419,7 +419,7 @@ def _warn_once(what: tuple[str, ...], kernel: str, e: BaseException) -> None:
         if what in _warned:
             return
         _warned.add(what)
-    from .errors import AutotuneError
+    from autotune.errors import AutotuneError
 
     reason = str(e) if isinstance(e, (AutotuneError, TimeoutError)) else f"{type(e).__name__}: {e}"
     masker = getattr(sys.modules.get("autotune.store.urls"), "mask_secrets", None)

@@ -8,7 +8,7 @@ import html
 import json
 from typing import Any
 
-from .markdown import fmt_time
+from autotune.jobs.report.markdown import fmt_time
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}

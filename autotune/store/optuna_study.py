@@ -20,7 +20,7 @@ import os
 import queue
 from typing import Any
 
-from ..trial import TrialResult
+from autotune.trial import TrialResult
 
 log = logging.getLogger("autotune.search")
 
@@ -36,7 +36,7 @@ def _open_study(url: str, study_name: str) -> tuple[Any, Any, set[Any]]:
     import optuna
     from optuna.trial import TrialState
 
-    from ..store import Store
+    from autotune.store import Store
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = Store(url).optuna_storage()
@@ -131,8 +131,8 @@ def _bulk_add_retrying(storage: Any, study_id: int, batch: list[Any], errors: li
 def _writer_main(
     url: str, study_name: str, space_def: dict[str, Any], q: Any, done: Any, lock: Any, bulk: bool = True
 ) -> None:
-    from ..space import Space
-    from .optuna_strategy import frozen_trial
+    from autotune.search.optuna_strategy import frozen_trial
+    from autotune.space.space import Space
 
     space = Space.from_dict(space_def)
     parent = os.getppid()

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .landscape import LandscapeFile
-from .search import HistoryPoint, StrategyContext, make_strategy
-from .search.base import MAX_STALE, FeatureFn, load_history
-from .trial import TrialResult, TrialStatus, config_hash
+from autotune.search import HistoryPoint, StrategyContext, make_strategy
+from autotune.search.base import MAX_STALE, FeatureFn, load_history
+from autotune.trial import TrialResult, TrialStatus, config_hash
+from autotune.tuning.landscape import LandscapeFile
 
 #: in-flight proposals of the H200 pipeline (15 compile workers + 4 per device): the replay's default
 DEFAULT_DEPTH = 19
@@ -84,7 +84,7 @@ def label(target: LandscapeFile) -> str:
 
 def history_store(landscapes: Sequence[LandscapeFile], url: str) -> Any:
     """A store holding every landscape's measured configs under its own key (as searches would have)."""
-    from .store import Store
+    from autotune.store import Store
 
     store = Store(url)
     store.upgrade()
@@ -278,7 +278,7 @@ def evaluations_to(runs: Sequence[Run], strategy: str, target: float = 0.02) -> 
 def kernel_features(kernel_path: str) -> Iterator[Callable[[LandscapeFile], FeatureFn | None]]:
     """The kernel file's ``features`` hook, computed in a worker process (as in a search: this process
     never imports kernel files), with each landscape's device facts; the worker lives for the block."""
-    from .engine import Worker
+    from autotune.engine import Worker
 
     with Worker(kernel_path, "cpu") as worker:
         worker.start()

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import SettingsError
+from autotune.errors import SettingsError
 
 __all__ = ["parse_since", "write_report"]
 
@@ -39,10 +39,10 @@ def write_report(
 
     if importlib.util.find_spec("plotly") is None:
         raise SettingsError("the report needs plotly: pip install plotly (or autotune's own dependencies)")
-    from ..store import Store
-    from .data import collect
-    from .html import render_html
-    from .markdown import render_markdown
+    from autotune.jobs.report.data import collect
+    from autotune.jobs.report.html import render_html
+    from autotune.jobs.report.markdown import render_markdown
+    from autotune.store import Store
 
     store = db if isinstance(db, Store) else Store(db, readonly=True)
     store.check_schema()

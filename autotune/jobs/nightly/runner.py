@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import AutotuneError, DatabaseUnreachableError
-from ..trial import config_hash
-from . import regression
-from .job import Job
-from .planner import DONE, KernelPlan, plan_kernel
+from autotune.errors import AutotuneError, DatabaseUnreachableError
+from autotune.jobs.nightly import regression
+from autotune.jobs.nightly.job import Job
+from autotune.jobs.nightly.planner import DONE, KernelPlan, plan_kernel
+from autotune.trial import config_hash
 
 Say = Callable[[str], None]
 
@@ -85,7 +85,7 @@ class _NoSchema:
 def open_store(database: str | None, *, dry_run: bool) -> tuple[Any, Any]:
     """(the store to plan from, the store to write to or None for a dry run). A database without a schema
     is created (as ``autotune search`` does); an outdated one says to run ``autotune db upgrade``."""
-    from ..store import Store
+    from autotune.store import Store
 
     store = Store(database, readonly=dry_run)
     missing = (store.sqlite_path is not None and not os.path.exists(store.sqlite_path)) or (
@@ -140,9 +140,9 @@ def run_job(
 ) -> RunResult:
     """Run (or, with ``dry_run``, only plan) ``job``. Errors of one kernel (a bad kernel file) are recorded
     and the next kernel runs; a database that goes away ends the run (rerun to resume)."""
-    from ..settings import SearchSettings
-    from ..tuner import Tuner
-    from .verify import verify_one
+    from autotune.jobs.nightly.verify import verify_one
+    from autotune.settings import SearchSettings
+    from autotune.tuning.tuner import Tuner
 
     started = time.monotonic()
     end = _deadline(job, started)

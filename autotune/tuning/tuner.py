@@ -25,18 +25,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .devices import ALL, parse_devices
-from .engine import Backend, Candidate, EvalOptions, Pipeline, ProcessBackend, WorkerInfo
-from .engine.leases import LeaseKeeper
-from .env import env_hash
-from .errors import SettingsError, SpaceError
-from .search import HistoryPoint, StrategyContext, canonical_name, make_strategy
-from .search.base import MAX_STALE, load_history
-from .settings import SearchSettings, default_compile_workers
-from .shapes import Shape, check_shape, format_shape
-from .space import Space
-from .store import ClaimState, Owner
-from .trial import KIND_RETIME, KIND_SEARCH, TrialResult, TrialStatus, config_hash, median_spread
+from autotune.devices import ALL, parse_devices
+from autotune.engine import Backend, Candidate, EvalOptions, Pipeline, ProcessBackend, WorkerInfo
+from autotune.engine.leases import LeaseKeeper
+from autotune.env import env_hash
+from autotune.errors import SettingsError, SpaceError
+from autotune.search import HistoryPoint, StrategyContext, canonical_name, make_strategy
+from autotune.search.base import MAX_STALE, load_history
+from autotune.settings import SearchSettings, default_compile_workers
+from autotune.shapes import Shape, check_shape, format_shape
+from autotune.space.space import Space
+from autotune.store import ClaimState, Owner
+from autotune.trial import KIND_RETIME, KIND_SEARCH, TrialResult, TrialStatus, config_hash, median_spread
 
 log = logging.getLogger("autotune.tuner")
 
@@ -248,7 +248,7 @@ class Tuner:
         the best configs of the same shape under an older environment (nightly re-tunes); those not valid
         in the space here are skipped."""
         assert self.info is not None and self.pipeline is not None
-        from .search.study_sync import StudyWriter
+        from autotune.store.optuna_study import StudyWriter
 
         run = _ShapeRun(self, shape)
         for config in warm_start or ():
@@ -676,6 +676,6 @@ def _load_configs(path: str, space: Space, facts: dict[str, int]) -> list[dict[s
 
 def parse_shapes(texts: list[str] | None) -> list[dict[str, int]]:
     """Syntax-check ``--shape`` strings before anything starts (names are checked against the kernel later)."""
-    from .shapes import parse_shape
+    from autotune.shapes import parse_shape
 
     return [parse_shape(t) for t in texts or []]

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .errors import NotFoundError, SettingsError
-from .triton_space import CONFIG_FIELDS
+from autotune.errors import NotFoundError, SettingsError
+from autotune.space.triton import CONFIG_FIELDS
 
 #: ``triton.Config`` keyword arguments; every other param is a kernel meta-parameter (``kwargs``)
 TRITON_OPTIONS = CONFIG_FIELDS

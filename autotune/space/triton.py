@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .errors import SpaceError
+from autotune.errors import SpaceError
 
 #: ``triton.Config`` fields that are params of the space (besides its kwargs), in the space's order
 CONFIG_FIELDS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -132,7 +132,7 @@ def space_from_configs(
 
 def configs_from_space(space: Any, facts: Mapping[str, Any] | None = None) -> list[Any]:
     """Every valid config of ``space`` (a ``Space`` or a definition mapping) as a ``triton.Config``."""
-    from .space import MAX_ENUMERATE, Space
+    from autotune.space.space import MAX_ENUMERATE, Space
 
     sp = space if isinstance(space, Space) else Space.from_dict(space)
     return [to_triton_config(c) for c in sp.enumerate(facts or {}, limit=MAX_ENUMERATE)]
@@ -245,8 +245,8 @@ def space_from_file(spec: str, *, product: bool = False) -> dict[str, Any]:
     file (as ``autotune check`` does, a kernel file may import triton and torch)."""
     from pathlib import Path
 
-    from .errors import KernelFileError
-    from .kernel import _import_file
+    from autotune.errors import KernelFileError
+    from autotune.kernel.contract import _import_file
 
     file, sep, attr = spec.rpartition(":")
     if not sep or not file or not attr.isidentifier():

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import AutotuneError, SettingsError
+from autotune.errors import AutotuneError, SettingsError
 
 #: the shape sources besides explicit shapes
 SHAPE_SOURCES = ("default", "requested")
@@ -174,7 +174,7 @@ def parse_deadline(text: Any, now: datetime | None = None) -> datetime:
 
 
 def _shape_entry(p: _Problems, where: str, v: Any) -> Any:
-    from ..shapes import check_shape, parse_shape
+    from autotune.shapes import check_shape, parse_shape
 
     if isinstance(v, str) and v.strip() in SHAPE_SOURCES:
         return v.strip()
@@ -197,7 +197,7 @@ def load_job(path: str | Path) -> Job:
     """Read and validate a job file."""
     import yaml
 
-    from ..search import strategy_names
+    from autotune.search import strategy_names
 
     path = Path(path)
     try:
@@ -229,7 +229,7 @@ def load_job(path: str | Path) -> Job:
             else:
                 opts[key] = doc[key].strip()
     if "devices" in opts:
-        from ..devices import parse_devices
+        from autotune.devices import parse_devices
 
         try:
             parse_devices(opts["devices"])

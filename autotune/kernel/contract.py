@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import KernelFileError
-from .shapes import Shape, check_shape
+from autotune.errors import KernelFileError
+from autotune.shapes import Shape, check_shape
 
 #: attributes every kernel object must have (data) and methods it must implement
 REQUIRED_ATTRIBUTES = ("name", "kernel_names", "space", "default_config", "default_shapes", "shape_params")
@@ -333,7 +333,7 @@ def _import_file(path: Path):
 
 def resolve_space(kernel_path: Path, space: Any) -> tuple[dict[str, Any], str]:
     """Turn a kernel's ``space`` declaration into (definition mapping, where it came from)."""
-    from .space import load_space_dict
+    from autotune.space.space import load_space_dict
 
     if isinstance(space, Mapping):
         return dict(space), f"{kernel_path} (inline)"
@@ -344,7 +344,7 @@ def resolve_space(kernel_path: Path, space: Any) -> tuple[dict[str, Any], str]:
         candidate = (kernel_path.parent / text) if not os.path.isabs(text) else Path(text)
         candidates = [candidate]
     else:
-        from .space import default_space_dirs
+        from autotune.space.space import default_space_dirs
 
         candidates = [d / f"{text}.yaml" for d in default_space_dirs(near=kernel_path)]
     for c in candidates:

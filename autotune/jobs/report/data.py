@@ -7,7 +7,7 @@ import statistics
 from datetime import datetime, timezone
 from typing import Any
 
-from ..trial import TrialStatus
+from autotune.trial import TrialStatus
 
 
 def _iso(dt: datetime | None) -> str | None:

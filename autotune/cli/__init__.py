@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import AutotuneError, DatabaseUnreachableError, NotFoundError, SettingsError
+from autotune.errors import AutotuneError, DatabaseUnreachableError, NotFoundError, SettingsError
 
 app = typer.Typer(
     add_completion=False,
@@ -46,7 +46,7 @@ ShapesOption = Annotated[
 
 def mask_secrets(text: str) -> str:
     """Mask any password inside a URL in a message (user:***@host): the one masker, ``autotune.store.urls``."""
-    from .store.urls import mask_secrets as mask
+    from autotune.store.urls import mask_secrets as mask
 
     return mask(text)
 
@@ -74,7 +74,7 @@ def handles_errors(fn):
 
 
 def _store(db: str | None, *, readonly: bool = False, create: bool = False):
-    from .store import Store
+    from autotune.store import Store
 
     store = Store(db, readonly=readonly)
     if create:
@@ -183,8 +183,8 @@ def search(
 
     Several processes (one per host, or per GPU) may run the same command against one database: claims
     in the database keep them from measuring a config twice."""
-    from .settings import SearchSettings
-    from .tuner import Tuner, parse_shapes
+    from autotune.settings import SearchSettings
+    from autotune.tuning.tuner import Tuner, parse_shapes
 
     settings = SearchSettings.from_options(
         trials=trials,
@@ -205,7 +205,7 @@ def search(
         raise SettingsError(f"--configs {configs}: no such file")
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
-    from .store import Store
+    from autotune.store import Store
 
     # Fail fast on an unreachable, outdated or newer database before the worker starts, read-only: nothing
     # is written until every input has been checked (a new SQLite file is created only then).
@@ -217,7 +217,7 @@ def search(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .shapes import format_shape
+    from autotune.shapes import format_shape
 
     progress = Progress(
         TextColumn("{task.description}"),
@@ -321,7 +321,7 @@ def _print_reports(reports, kernel: str) -> None:
     out.print(table)
     for r in reports:
         if r.history_points:
-            from .search.auto import MIN_HISTORY
+            from autotune.search.auto import MIN_HISTORY
 
             few = r.strategy == "auto" and r.history_points < MIN_HISTORY
             out.print(
@@ -350,7 +350,7 @@ def best(
     db: DbOption = None,
 ) -> None:
     """Print the stored best config(s) of KERNEL as JSON (for scripts)."""
-    from .shapes import parse_shape
+    from autotune.shapes import parse_shape
 
     dims = parse_shape(shape) if shape else None
     store = _store(db, readonly=True)
@@ -393,7 +393,7 @@ def show(
     """List kernels, shapes, devices and studies with trial counts."""
     store = _store(db, readonly=True)
     if requests:
-        from .nightly.requests_table import requests_table
+        from autotune.jobs.nightly.requests_table import requests_table
 
         out.print(requests_table(store))
         return
@@ -444,12 +444,12 @@ def export(
     """Write the best configs to a JSON file that best_config() reads without a database (deployment)."""
     from datetime import datetime, timezone
 
-    from .records import EXPORT_FORMAT, EXPORT_VERSION
+    from autotune.records import EXPORT_FORMAT, EXPORT_VERSION
 
     if fmt not in ("json", "triton"):
         raise SettingsError(f"--format {fmt!r}: choose json or triton")
     if fmt == "triton":
-        from .triton_export import write_triton_configs
+        from autotune.runtime.triton_export import write_triton_configs
 
         n = write_triton_configs(_store(db, readonly=True), out_file, kernel=kernel)
         out.print(f"wrote {n} triton.Config lists to {out_file}", highlight=False)
@@ -480,7 +480,7 @@ def export(
 @handles_errors
 def db_upgrade(db: DbOption = None) -> None:
     """Create or migrate the autotune schema to this version (safe to run concurrently)."""
-    from .store import Store
+    from autotune.store import Store
 
     store = Store(db)
     before, after = store.upgrade()
@@ -512,9 +512,9 @@ def check(
     ] = True,
 ) -> None:
     """Conformance check of a kernel file: declarations, space, inputs, default config vs reference, timing."""
-    from .conformance import check_kernel_file_isolated
-    from .settings import SearchSettings
-    from .shapes import parse_shape
+    from autotune.kernel.conformance import check_kernel_file_isolated
+    from autotune.settings import SearchSettings
+    from autotune.shapes import parse_shape
 
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
@@ -567,12 +567,12 @@ def space(
     bounded check that it has a valid config. No valid config on the device: an error (exit 2)."""
     import random
 
-    from .env import DEVICE_PRESETS, device_facts
-    from .errors import SpaceError
-    from .space import MAX_ENUMERATE, Space, format_count
+    from autotune.env import DEVICE_PRESETS, device_facts
+    from autotune.errors import SpaceError
+    from autotune.space.space import MAX_ENUMERATE, Space, format_count
 
     if from_triton:
-        from .triton_space import dump_yaml, space_from_file
+        from autotune.space.triton import dump_yaml, space_from_file
 
         text = dump_yaml(space_from_file(from_triton, product=product))
         if out_path is None:
@@ -628,9 +628,9 @@ def bench(
     num_tests: Annotated[int, typer.Option(help="Timed calls per measurement")] = 30,
 ) -> None:
     """Time one config (default: the kernel's default) on each shape with the L2-flushed Kineto bench."""
-    from .engine import EvalOptions, Worker
-    from .settings import SearchSettings
-    from .tuner import parse_shapes
+    from autotune.engine import EvalOptions, Worker
+    from autotune.settings import SearchSettings
+    from autotune.tuning.tuner import parse_shapes
 
     shapes = parse_shapes(shape)
     try:
@@ -651,8 +651,8 @@ def bench(
     )
     with Worker(str(file), device or "", options) as worker:
         info = worker.start()
-        from .shapes import check_shape, format_shape
-        from .space import Space
+        from autotune.shapes import check_shape, format_shape
+        from autotune.space.space import Space
 
         sp = Space.from_dict(info.meta.space)
         cfg = sp.normalize(cfg) if cfg is not None else dict(info.meta.default_config)
@@ -688,12 +688,12 @@ def nightly(
     ] = None,
 ) -> None:
     """Run a nightly job: tune new and requested shapes, re-tune after upgrades, re-verify stored bests."""
-    from .nightly import load_job, run_job
+    from autotune.jobs.nightly import load_job, run_job
 
     job = load_job(job_file)
     result = run_job(job, dry_run=dry_run, say=lambda line: err.print(line, highlight=False, markup=False))
     if job.report is not None and not dry_run:
-        from .report import write_report
+        from autotune.jobs.report import write_report
 
         files = write_report(job.database, job.report, run_id=result.run_id)
         err.print(f"report: {', '.join(str(f) for f in files)}", highlight=False)
@@ -723,7 +723,7 @@ def report(
     ] = None,
 ) -> None:
     """Write the tuning report: HTML with plots, the same as Markdown and JSON."""
-    from .report import parse_since, write_report
+    from autotune.jobs.report import parse_since, write_report
 
     files = write_report(db, out_dir, since=parse_since(since) if since else None)
     out.print(f"wrote {', '.join(str(f) for f in files)}", highlight=False)
@@ -745,8 +745,8 @@ def landscape_export(
     db: DbOption = None,
 ) -> None:
     """Write the search trials of a key as a landscape file (the format `autotune replay` reads)."""
-    from .landscape import export_landscape
-    from .shapes import format_shape, parse_shape
+    from autotune.shapes import format_shape, parse_shape
+    from autotune.tuning.landscape import export_landscape
 
     store = _store(db, readonly=True)
     land = export_landscape(store, kernel, format_shape(parse_shape(shape)), device)
@@ -778,9 +778,9 @@ def replay(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write every run as JSON")] = None,
 ) -> None:
     """Replay strategies offline on recorded landscapes: regret per shape, budget and seed."""
-    from . import replay as rp
-    from .landscape import load_landscape
-    from .search import strategy_names
+    from autotune.search import strategy_names
+    from autotune.tuning import replay as rp
+    from autotune.tuning.landscape import load_landscape
 
     names = [s.strip() for s in strategy.split(",") if s.strip()]
     bad = [n for n in names if n not in strategy_names()]
@@ -816,7 +816,7 @@ def replay(
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from .settings import check_environment
+        from autotune.settings import check_environment
 
         try:
             check_environment()  # a bad AUTOTUNE_* value: one line, exit 2, before anything runs

@@ -1,0 +1,211 @@
+"""Conformance check of a kernel file against the contract: ``autotune check FILE`` or, in a test suite,
+``assert_conforms(path)``. ``check_kernel_file`` runs in the calling process (for test suites);
+``autotune check`` runs it in a spawn-ed process (``check_kernel_file_isolated``), as search and bench do."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.errors import AutotuneError
+from autotune.shapes import Shape, check_shape
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def _tensors(obj: Any) -> list[Any]:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors(v)]
+    if isinstance(obj, list | tuple):
+        return [t for v in obj for t in _tensors(v)]
+    if hasattr(obj, "__dict__"):
+        return _tensors(vars(obj))
+    return []
+
+
+def check_kernel_file(
+    path: str | os.PathLike[str], device: str = "", shape: Shape | None = None, time_it: bool = True
+) -> list[Check]:
+    """Run every check; never raises for a failed check (each is a ``Check`` with ``ok=False``)."""
+    from autotune.env import device_facts
+    from autotune.kernel.contract import load_kernel_file
+    from autotune.space.space import Space
+
+    checks: list[Check] = []
+
+    def step(name: str, fn: Callable[[], str]) -> bool:
+        try:
+            checks.append(Check(name, True, fn()))
+            return True
+        except AutotuneError as exc:
+            checks.append(Check(name, False, str(exc)))
+        except Exception as exc:
+            checks.append(Check(name, False, f"{type(exc).__name__}: {exc}"))
+        return False
+
+    state: dict[str, Any] = {}
+
+    def load() -> str:
+        state["k"] = load_kernel_file(path)
+        k = state["k"]
+        return f"KERNEL {k.name!r}, times {', '.join(k.kernel.kernel_names)}, space from {k.space_source}"
+
+    if not step("load", load):
+        return checks
+    k = state["k"]
+    import torch
+
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    facts = device_facts(dev)
+
+    def space() -> str:
+        sp = Space.from_dict(k.space_def, source=k.space_source)
+        state["space"] = sp
+        problems = sp.check(dict(k.kernel.default_config), facts)
+        if problems:
+            raise AutotuneError(
+                f"default_config {dict(k.kernel.default_config)} is invalid on {dev}: {'; '.join(problems)}"
+            )
+        return f"{sp.count(facts)} valid configs on {dev}; default config is valid; hash {sp.hash()[:12]}"
+
+    step("space", space)
+
+    def shapes() -> str:
+        got = k.default_shapes()
+        if not got:
+            raise AutotuneError("default_shapes is empty")
+        target = check_shape(shape, k.shape_params) if shape else min(got, key=lambda s: k.kernel.flops(s))
+        state["shape"] = target
+        return f"{len(got)} default shapes; checking on {target}"
+
+    if not step("shapes", shapes):
+        return checks
+    s = state["shape"]
+
+    def inputs() -> str:
+        first = k.kernel.make_inputs(dict(s), dev)
+        second = k.kernel.make_inputs(dict(s), dev)
+        ts, ts2 = _tensors(first), _tensors(second)
+        if not ts:
+            raise AutotuneError("make_inputs returned no tensors")
+        floats = [(a, b) for a, b in zip(ts, ts2, strict=False) if a.is_floating_point() and a.numel() > 1]
+        if any(bool((a.float() == 0).all()) for a, _ in floats):
+            raise AutotuneError("make_inputs returned an all-zero tensor: zeros hide wrong results")
+        if floats and all(torch.equal(a.float(), b.float()) for a, b in floats):
+            raise AutotuneError("make_inputs returned the same data twice: inputs must be fresh random data")
+        state["inputs"] = first
+        return f"{len(ts)} tensors, random and fresh"
+
+    if not step("inputs", inputs):
+        return checks
+
+    def run_default() -> str:
+        cfg = dict(k.kernel.default_config)
+        launcher = k.kernel.compile(cfg, state["inputs"])
+        out = launcher()
+        ref = k.kernel.reference(state["inputs"])
+        mismatch = k.compare(out, ref)
+        if mismatch:
+            raise AutotuneError(f"default config does not match the reference: {mismatch}")
+        state["launcher"] = launcher
+        return "default config compiles, runs and matches the reference"
+
+    if not step("default config", run_default):
+        return checks
+
+    def flops() -> str:
+        f = float(k.kernel.flops(dict(s)))
+        if not f > 0:
+            raise AutotuneError(f"flops({s}) = {f}: must be positive")
+        return f"flops {f:.4g}, bytes {k.bytes_moved(dict(s)):.4g}"
+
+    step("flops", flops)
+
+    if time_it:
+
+        def timing() -> str:
+            from autotune.bench import bench_kineto_detailed
+
+            res = bench_kineto_detailed(
+                state["launcher"],
+                k.timed_kernels(dict(k.kernel.default_config)),
+                num_tests=5,
+                suppress_kineto_output=True,
+                device="cuda" if dev.startswith("cuda") else "cpu",
+            )
+            matched = "; ".join(f"{n} -> {', '.join(st.matched)}" for n, st in res.kernels.items())
+            return f"{res.per_call_s * 1e6:.1f} us per call; {matched}"
+
+        step("timing", timing)
+    return checks
+
+
+def assert_conforms(
+    path: str | os.PathLike[str], device: str = "", shape: Shape | None = None, time_it: bool = True
+) -> None:
+    """For a kernel author's test suite: fail with every failed check listed."""
+    failed = [c for c in check_kernel_file(path, device, shape, time_it) if not c.ok]
+    assert not failed, "; ".join(f"{c.name}: {c.detail}" for c in failed)
+
+
+def _check_child(conn: Any, path: str, device: str, shape: Shape | None, time_it: bool) -> None:
+    try:
+        conn.send(("ok", check_kernel_file(path, device, shape, time_it)))
+    except BaseException as exc:  # a bug of ours: still one line for the user
+        conn.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
+
+
+def check_kernel_file_isolated(
+    path: str | os.PathLike[str],
+    device: str = "",
+    shape: Shape | None = None,
+    time_it: bool = True,
+    *,
+    timeout_s: float,
+) -> list[Check]:
+    """``check_kernel_file`` in a spawn-ed process, as ``search`` and ``bench`` load kernel files: a file
+    that exits, crashes or hangs at import (or anywhere in the check) gives one clear error instead of
+    taking the command down with it or hanging it."""
+    import multiprocessing as mp
+
+    from autotune.engine.worker import _signal_name
+    from autotune.errors import KernelFileError
+
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_check_child, args=(child, str(path), device, shape, time_it), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(timeout_s):
+            raise KernelFileError(
+                f"{path}: the check did not finish within {timeout_s:.0f} s (AUTOTUNE_START_TIMEOUT + "
+                "AUTOTUNE_RUN_TIMEOUT); does the kernel file hang at import or in a launch?"
+            )
+        try:
+            kind, payload = parent.recv()
+        except (EOFError, OSError):
+            proc.join(timeout=5)
+            raise KernelFileError(
+                f"{path}: the process checking the kernel file {_signal_name(proc.exitcode)} "
+                "(does the file exit or crash at import?)"
+            ) from None
+        if kind == "error":
+            raise KernelFileError(f"{path}: the check failed: {payload}")
+        return payload
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=10)
+        parent.close()

@@ -1,0 +1,155 @@
+"""A kernel file for an existing Triton kernel in a few lines: ``TritonKernel``.
+
+The common case of the kernel-file contract (``autotune.kernel``) is "a ``@triton.jit`` kernel, a grid,
+input makers and a reference"; this class fills in the rest::
+
+    KERNEL = TritonKernel(
+        softmax_kernel,                       # the @triton.jit function (or its @autotune / @triton.autotune)
+        name="softmax",
+        configs=CONFIGS,                      # a triton.Config list -> the search space (or space="softmax")
+        inputs=lambda shape, device: {"x": torch.randn(shape["n_rows"], shape["n_cols"], device=device)},
+        output=lambda i: torch.empty_like(i["x"]),
+        args=lambda i, out: (out, i["x"], i["x"].stride(0), out.stride(0), *i["x"].shape),
+        grid=lambda meta: (meta["n_rows"],),  # Triton's convention: the kernel's named args + the config
+        reference=lambda i: torch.softmax(i["x"].float(), dim=-1).to(i["x"].dtype),
+        shapes=[{"n_rows": 4096, "n_cols": 8192}],
+        flops=lambda shape: 5.0 * shape["n_rows"] * shape["n_cols"],  # for TFLOP/s (the contract needs it)
+    )
+
+- ``configs`` become the space through ``autotune.space.triton.space_from_configs`` (the listed
+  combinations are the valid set); ``space=`` names a YAML space instead (or widens the list).
+- ``default_config`` defaults to the first config; ``shape_params`` to the first shape's keys, which
+  should be the ``key=`` of the kernel's ``@autotune`` (the lookup's shape names).
+- ``args`` returns the positional args (a tuple) or the args by name (a mapping); ``grid`` is a tuple
+  or a callable of Triton's ``META`` (the named args and the config's values).
+- The device kernel is named after the jit function, which is what ``kernel_names`` defaults to; on a
+  CPU (Triton's interpreter) each launch is wrapped in a profiler range of that name, so the bench
+  times it there too.
+- A listed config's ``pre_hook`` runs before each launch of that config, as in ``@triton.autotune``.
+
+Importing this module imports no triton or torch; the kernel file does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from autotune.kernel.contract import Kernel
+from autotune.shapes import Shape
+from autotune.space.triton import config_dict, config_key, listed_configs, space_from_configs
+
+
+def jit_function(fn: Any) -> Any:
+    """The ``@triton.jit`` function under decorators (``@autotune``, ``@triton.autotune``,
+    ``@triton.heuristics``): each of them keeps the function it wraps in ``.fn``."""
+    base = fn
+    while _is_wrapper(base):
+        base = base.fn
+    return base
+
+
+def _is_wrapper(obj: Any) -> bool:
+    # Triton's Autotuner and Heuristics (and our drop-in) have arg_names too, but also a wrapped .fn
+    # that itself has arg_names; a JITFunction's .fn is the plain Python function.
+    inner = getattr(obj, "fn", None)
+    return inner is not None and hasattr(inner, "arg_names")
+
+
+class TritonKernel(Kernel):
+    """A ``TunableKernel`` for one ``@triton.jit`` function (see the module docstring)."""
+
+    def __init__(
+        self,
+        fn: Any,
+        *,
+        name: str,
+        inputs: Callable[[Shape, str], Any],
+        output: Callable[[Any], Any],
+        args: Callable[[Any, Any], Sequence[Any] | Mapping[str, Any]],
+        grid: Sequence[int] | Callable[[dict[str, Any]], Sequence[int]],
+        reference: Callable[[Any], Any],
+        shapes: Sequence[Mapping[str, int]],
+        flops: Callable[[Shape], float],
+        configs: Sequence[Any] | None = None,
+        space: str | Mapping[str, Any] | None = None,
+        default_config: Mapping[str, Any] | Any = None,
+        shape_params: Sequence[str] | None = None,
+        dtypes: Mapping[str, str] | None = None,
+        rtol: float = 1e-2,
+        atol: float = 1e-2,
+        bytes_moved: Callable[[Shape], float] | None = None,
+        kernel_names: Sequence[str] | None = None,
+    ) -> None:
+        self.fn = jit_function(fn)
+        if configs is None:
+            configs = getattr(fn, "configs", None)  # a decorated kernel brings its list
+        self.configs = list(configs or [])
+        if space is None and not self.configs:
+            raise ValueError(f"TritonKernel {name!r}: give configs= (a triton.Config list) or space=")
+        self.name = name
+        self.space = space if space is not None else space_from_configs(self.configs, name)
+        if default_config is None:
+            if not self.configs:
+                raise ValueError(f"TritonKernel {name!r}: give default_config= (no configs to take it from)")
+            default_config = self.configs[0]
+        self.default_config = config_dict(default_config)
+        self.default_shapes = tuple(dict(s) for s in shapes)
+        self.shape_params = tuple(shape_params or (self.default_shapes[0] if self.default_shapes else ()))
+        self.kernel_names = tuple(kernel_names or (self.fn.__name__,))
+        self.dtypes = dict(dtypes or {})
+        self.rtol, self.atol = rtol, atol
+        self._inputs, self._output, self._args, self._grid = inputs, output, args, grid
+        self._reference, self._flops, self._bytes = reference, flops, bytes_moved
+        self._listed = listed_configs(self.configs)
+
+    def make_inputs(self, shape: Shape, device: str) -> Any:
+        return self._inputs(shape, device)
+
+    def compile(self, config: Mapping[str, Any], inputs: Any) -> Callable[[], Any]:
+        out = self._output(inputs)
+        launch = self.launcher(config, inputs, out)
+        launch()  # compiles (or loads from Triton's cache): a compile error surfaces here, not in timing
+        return launch
+
+    def launcher(self, config: Mapping[str, Any], inputs: Any, out: Any) -> Callable[[], Any]:
+        """A zero-arg callable that runs ``config`` on ``inputs`` into ``out`` and returns ``out``."""
+        given = self._args(inputs, out)
+        names = list(self.fn.arg_names)
+        if isinstance(given, Mapping):
+            pos: tuple[Any, ...] = ()
+            named = dict(given)
+        else:
+            pos, named = tuple(given), {}
+        meta = {**dict(zip(names, pos, strict=False)), **named, **config}
+        grid = self._grid(meta) if callable(self._grid) else self._grid
+        kernel = self.fn[tuple(grid)]
+        hook = getattr(self._listed.get(config_key(config)), "pre_hook", None)
+        kwargs = {**named, **config}
+        on_cpu = not any(getattr(getattr(a, "device", None), "type", "cpu") != "cpu" for a in meta.values())
+        name = self.kernel_names[0]
+
+        def run() -> Any:
+            if hook is not None:
+                hook(meta)
+            kernel(*pos, **kwargs)
+            return out
+
+        if not on_cpu:
+            return run
+        import torch
+
+        def run_named() -> Any:
+            # The interpreter launches no device kernel: a named range lets bench_kineto time it by name.
+            with torch.profiler.record_function(name):
+                return run()
+
+        return run_named
+
+    def reference(self, inputs: Any) -> Any:
+        return self._reference(inputs)
+
+    def flops(self, shape: Shape) -> float:
+        return float(self._flops(shape))
+
+    def bytes_moved(self, shape: Shape) -> float:
+        return float(self._bytes(shape)) if self._bytes else 0.0
