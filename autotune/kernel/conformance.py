@@ -40,7 +40,7 @@ def check_kernel_file(
     """Run every check; never raises for a failed check (each is a ``Check`` with ``ok=False``)."""
     from autotune.env import device_facts
     from autotune.kernel.contract import load_kernel_file
-    from autotune.space.space import Space
+    from autotune.space import Space
 
     checks: list[Check] = []
 
