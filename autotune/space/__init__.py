@@ -77,7 +77,7 @@ Size limits (so that no space file, however large or hostile, can hang or exhaus
 Modules: ``expr`` (the safe expression evaluator), ``params`` (params, constraints, parsing a
 definition), ``space`` (:class:`Space`: identity and one config), ``walk`` (enumeration, size, sampling,
 ``find_valid``), ``load`` (YAML files, where spaces are looked for), ``messages`` (how user values
-appear in errors).
+appear in errors), ``triton`` (a ``triton.Config`` list as a space, and back).
 """
 
 from autotune.space.load import default_space_dirs, load_space, load_space_dict
