@@ -30,14 +30,14 @@ _LAZY = {
     "best_config": ".runtime.lookup",
     "Kernel": ".kernel.contract",
     "TunableKernel": ".kernel.contract",
-    "Space": ".space.space",
+    "Space": ".space",
 }
 
 if TYPE_CHECKING:
     from autotune.bench import BenchResult, bench_kineto, bench_kineto_detailed
     from autotune.kernel.contract import Kernel, TunableKernel
     from autotune.runtime.lookup import best_config
-    from autotune.space.space import Space
+    from autotune.space import Space
 
 
 def __getattr__(name: str) -> Any:

@@ -289,15 +289,7 @@ def bench_kineto_detailed(
     fn()
     if dev == "cuda":
         if devices is None:
-            devices = [torch.cuda.current_device()]
-            if torch.cuda.device_count() > 1:
-                # Learn which GPUs fn really uses, so each one's L2 is flushed.
-                with _suppress_output(suppress_kineto_output), _profile(dev) as prof:
-                    for _ in range(2):
-                        fn()
-                        torch.cuda.synchronize()
-                        prof.step()
-                devices = sorted(_device_indices(prof)) or devices
+            devices = _devices_used(fn, dev, suppress_kineto_output)
         torch.cuda.synchronize()
     devices = tuple(devices or ())
 
@@ -305,25 +297,66 @@ def bench_kineto_detailed(
     excluded = (
         _excluded_names(dev, flusher, barrier is not None, suppress_kineto_output) if flusher else frozenset()
     )
-
     with _suppress_output(suppress_kineto_output):
-        prof = _profile(dev)
-        with prof:
-            # Round one is the profiler's warm-up step (discarded); round two is the measured window.
-            for _ in range(2):
-                for _ in range(num_tests):
-                    if flusher is not None:
-                        flusher()
-                    if barrier is not None:
-                        # Absorb CPU launch skew across ranks: every rank waits on the GPU, then meets.
-                        torch.cuda._sleep(int(2e7))
-                        barrier()
-                    fn()
-                _sync(dev, devices)
-                prof.step()
+        prof = _profile_window(fn, dev, devices, flusher, barrier, num_tests)
         if trace_path is not None:
             prof.export_chrome_trace(trace_path)
+    events, seen = _measured_events(prof, dev, excluded)
+    stats = {
+        name: _kernel_stats(name, events, seen, excluded, num_tests, with_multiple_kernels) for name in names
+    }
+    flush_n = flusher.nbytes if flusher else 0
+    return BenchResult(stats, True, dev, num_tests, flush_n, devices, time.perf_counter() - start, seen)
 
+
+def _devices_used(fn: Callable[[], Any], dev: str, suppress: bool) -> list[int]:
+    """The CUDA devices ``fn`` launches kernels on (the current one, unless profiling shows others)."""
+    import torch
+
+    devices = [torch.cuda.current_device()]
+    if torch.cuda.device_count() > 1:
+        # Learn which GPUs fn really uses, so each one's L2 is flushed.
+        with _suppress_output(suppress), _profile(dev) as prof:
+            for _ in range(2):
+                fn()
+                torch.cuda.synchronize()
+                prof.step()
+        devices = sorted(_device_indices(prof)) or devices
+    return devices
+
+
+def _profile_window(
+    fn: Callable[[], Any],
+    dev: str,
+    devices: Sequence[int],
+    flusher: _Flusher | None,
+    barrier: Callable[[], Any] | None,
+    num_tests: int,
+) -> Any:
+    """The profiler after ``num_tests`` calls of ``fn`` (each after a flush, and the barrier if any)."""
+    import torch
+
+    prof = _profile(dev)
+    with prof:
+        # Round one is the profiler's warm-up step (discarded); round two is the measured window.
+        for _ in range(2):
+            for _ in range(num_tests):
+                if flusher is not None:
+                    flusher()
+                if barrier is not None:
+                    # Absorb CPU launch skew across ranks: every rank waits on the GPU, then meets.
+                    torch.cuda._sleep(int(2e7))
+                    barrier()
+                fn()
+            _sync(dev, devices)
+            prof.step()
+    return prof
+
+
+def _measured_events(
+    prof: Any, dev: str, excluded: frozenset[str]
+) -> tuple[list[tuple[str, float, float, float]], tuple[str, ...]]:
+    """The measured window's events, without the flush's, and the distinct names seen."""
     events = _device_events(prof, dev)
     if dev == "cpu":
         flush_ranges = [(s, e) for n, s, e, _ in events if n == _FLUSH_RANGE]
@@ -335,24 +368,31 @@ def bench_kineto_detailed(
             f"the profiler recorded no {'GPU kernels' if dev == 'cuda' else 'CPU activity'} while fn ran "
             "(is the work on this device? is CUPTI available?)"
         )
+    return events, seen
 
-    stats: dict[str, KernelStats] = {}
-    for name in names:
-        hits = [ev for ev in events if name in ev[0]]
-        matched = tuple(sorted({ev[0] for ev in hits}))
-        if not hits:
-            raise KernelNotFoundError(
-                f"no kernel matching {name!r} ran; kernels seen: {_list_names(seen)}"
-                + (" (the L2 flush's kernels are never matched)" if any(name in x for x in excluded) else "")
-            )
-        if len(matched) > 1 and not with_multiple_kernels:
-            raise AmbiguousKernelError(
-                f"{name!r} matches {len(matched)} distinct kernels: {_list_names(matched)}; "
-                "use a more specific name or with_multiple_kernels=True"
-            )
-        stats[name] = KernelStats(name, matched, tuple(ev[3] for ev in hits), len(hits) / num_tests)
-    flush_n = flusher.nbytes if flusher else 0
-    return BenchResult(stats, True, dev, num_tests, flush_n, devices, time.perf_counter() - start, seen)
+
+def _kernel_stats(
+    name: str,
+    events: list[tuple[str, float, float, float]],
+    seen: tuple[str, ...],
+    excluded: frozenset[str],
+    num_tests: int,
+    with_multiple_kernels: bool,
+) -> KernelStats:
+    """The launches ``name`` matches; an error when it matches none, or several kernels unasked."""
+    hits = [ev for ev in events if name in ev[0]]
+    matched = tuple(sorted({ev[0] for ev in hits}))
+    if not hits:
+        raise KernelNotFoundError(
+            f"no kernel matching {name!r} ran; kernels seen: {_list_names(seen)}"
+            + (" (the L2 flush's kernels are never matched)" if any(name in x for x in excluded) else "")
+        )
+    if len(matched) > 1 and not with_multiple_kernels:
+        raise AmbiguousKernelError(
+            f"{name!r} matches {len(matched)} distinct kernels: {_list_names(matched)}; "
+            "use a more specific name or with_multiple_kernels=True"
+        )
+    return KernelStats(name, matched, tuple(ev[3] for ev in hits), len(hits) / num_tests)
 
 
 def _list_names(names: Sequence[str], limit: int = 25) -> str:

@@ -91,7 +91,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from autotune.env import device_facts
-    from autotune.space.space import Space
+    from autotune.space import Space
 
     ctx = mp.get_context("spawn")
     with ctx.Pool(1) as p:  # facts from a child: the parent never initializes CUDA before forking workers

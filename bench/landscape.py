@@ -61,7 +61,7 @@ def load_example() -> Any:
 
 def load_space(facts: Mapping[str, int]) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
     from autotune.kernel.contract import resolve_space
-    from autotune.space.space import Space
+    from autotune.space import Space
 
     space_def, source = resolve_space(KERNEL_FILE, load_example().KERNEL.space)
     space = Space.from_dict(space_def, source=source)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from autotune.engine import Landscape, SimulatedBackend, WorkerInfo  # noqa: E402
 from autotune.env import DEVICE_PRESETS  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
-from autotune.space.space import Space  # noqa: E402
+from autotune.space import Space  # noqa: E402
 from autotune.store import Store  # noqa: E402
 from autotune.tuning.tuner import Tuner  # noqa: E402
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from autotune.engine import SimulatedBackend, WorkerInfo  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
-from autotune.space.space import Space  # noqa: E402
+from autotune.space import Space  # noqa: E402
 from autotune.store import Store  # noqa: E402
 from autotune.tuning.tuner import Tuner  # noqa: E402
 from bench.replay import SPACE_FILE, load  # noqa: E402

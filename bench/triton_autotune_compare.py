@@ -100,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def space_configs(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The configs to tune over (the space's parameter names) and the facts they were enumerated on."""
     from autotune.env import DEVICE_PRESETS, device_facts
-    from autotune.space.space import Space
+    from autotune.space import Space
 
     if args.facts == "device":
         facts = device_facts(args.device)

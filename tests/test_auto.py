@@ -18,7 +18,7 @@ from autotune.search import HistoryPoint, StrategyContext, make_strategy
 from autotune.search.encoding import ordinal
 from autotune.search.optuna_strategy import OptunaStrategy, distribution, tpe_sampler
 from autotune.settings import SearchSettings
-from autotune.space.space import Space
+from autotune.space import Space
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus, config_hash
 from autotune.tuning.landscape import LandscapeFile, load_landscape

@@ -23,7 +23,7 @@ from autotune.engine import (
     WorkerInfo,
 )
 from autotune.settings import SearchSettings
-from autotune.space.space import Space
+from autotune.space import Space
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus, config_hash
 from autotune.tuning.tuner import Tuner

@@ -17,7 +17,9 @@ import pytest
 
 from autotune.env import DEVICE_PRESETS
 from autotune.errors import SpaceError
-from autotune.space.space import MAX_ENUMERATE, MAX_YAML_DEPTH, Space, _short, load_space_dict
+from autotune.space import MAX_ENUMERATE, Space, load_space_dict
+from autotune.space.load import MAX_YAML_DEPTH
+from autotune.space.messages import _short
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = DEVICE_PRESETS["h200"]
@@ -105,7 +107,7 @@ SEARCH_PROTOCOL = """
 import random, sys
 from autotune.env import DEVICE_PRESETS
 from autotune.errors import SpaceError
-from autotune.space.space import MAX_ENUMERATE, Space
+from autotune.space import MAX_ENUMERATE, Space
 from autotune.trial import config_hash
 
 space, facts = Space.from_yaml(sys.argv[1]), DEVICE_PRESETS["h200"]
@@ -288,9 +290,9 @@ def test_nesting_up_to_the_limit_loads(tmp_path):
 
 
 def test_file_size_limit(tmp_path, monkeypatch):
-    from autotune.space import space as space_mod
+    from autotune.space import load as load_mod
 
-    monkeypatch.setattr(space_mod, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(load_mod, "MAX_FILE_BYTES", 100)
     path = tmp_path / "x.yaml"
     path.write_text("name: t\nparams:\n  X: [" + ", ".join(str(i) for i in range(100)) + "]\n")
     with pytest.raises(SpaceError, match=r"larger than 100 bytes"):
@@ -298,7 +300,7 @@ def test_file_size_limit(tmp_path, monkeypatch):
 
 
 def test_too_many_params():
-    from autotune.space.space import MAX_PARAMS
+    from autotune.space.params import MAX_PARAMS
 
     with pytest.raises(SpaceError, match=rf"^x.yaml: {MAX_PARAMS + 1} params; at most {MAX_PARAMS}$"):
         Space.from_dict({"name": "t", "params": {f"P{i}": "bool" for i in range(MAX_PARAMS + 1)}}, "x.yaml")

@@ -216,7 +216,7 @@ def test_features_for_every_implementation() -> None:
 
     from autotune.env import DEVICE_PRESETS
     from autotune.kernel.contract import load_kernel_file
-    from autotune.space.space import Space
+    from autotune.space import Space
 
     kern = load_kernel_file(KERNEL_FILE).kernel
     h200 = DEVICE_PRESETS["h200"]
@@ -295,7 +295,7 @@ def test_declaration() -> None:
 
 
 def test_space_on_h200() -> None:
-    space_mod = pytest.importorskip("autotune.space.space")
+    space_mod = pytest.importorskip("autotune.space")
     from autotune.env import DEVICE_PRESETS
     from autotune.kernel.contract import load_kernel_file
 
@@ -360,7 +360,7 @@ def test_space_matches_sm90_probe() -> None:
     """The resource constraints against bench/smem_probe.py's record of real sm_90 compiles: a probed
     combination is admitted exactly when it compiled, fits shared memory and does not spill, and every
     config the space admits on an H200 is covered by a probed combination that did."""
-    space_mod = pytest.importorskip("autotune.space.space")
+    space_mod = pytest.importorskip("autotune.space")
     from autotune.env import DEVICE_PRESETS
 
     probe = json.loads(PROBE_FILE.read_text())
@@ -420,7 +420,7 @@ def test_variant_space_matches_sm90_probe() -> None:
     (bench/smem_probe.py --variants): admitted exactly when it compiled, fits and does not spill; every
     admitted config of those kernels covered by a fitting compile."""
     from autotune.env import DEVICE_PRESETS
-    from autotune.space.space import Space
+    from autotune.space import Space
 
     probe = json.loads(VARIANT_PROBE_FILE.read_text())
     h200 = DEVICE_PRESETS["h200"]
@@ -457,7 +457,7 @@ def _smem_estimate(c: dict[str, Any]) -> int:
 
 def test_admitted_configs_fit_shared_memory_on_sm90() -> None:
     """The constraint's formula against Triton's own sm_90 compiles of the configs nearest the limit."""
-    pytest.importorskip("autotune.space.space")
+    pytest.importorskip("autotune.space")
     res = _subprocess("--xcompile", interpret=False)
     if res.get("skip"):
         pytest.skip(res["skip"])
@@ -634,7 +634,7 @@ def _run_xcompile() -> dict[str, Any]:
 
     from autotune.env import DEVICE_PRESETS
     from autotune.kernel.contract import load_kernel_file
-    from autotune.space.space import Space
+    from autotune.space import Space
 
     target = GPUTarget("cuda", 90, 32)
     try:

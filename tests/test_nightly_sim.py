@@ -14,7 +14,7 @@ from sqlalchemy import text
 from autotune.engine import KernelMeta, SimulatedBackend, WorkerInfo
 from autotune.jobs.nightly import Job, KernelJob, VerifySpec, run_job
 from autotune.jobs.nightly.planner import RESUME, RETUNE, TUNE
-from autotune.space.space import Space
+from autotune.space import Space
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import autotune.space as space_pkg
 from autotune.env import DEVICE_PRESETS, FACT_NAMES
 from autotune.errors import SpaceError
-from autotune.space import space as space_mod
-from autotune.space.space import Space, load_space, load_space_dict
+from autotune.space import Space, load_space, load_space_dict
+from autotune.space import walk as walk_mod
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "spaces"
@@ -314,9 +315,14 @@ def test_unsafe_expressions_rejected_at_load(expr, monkeypatch):
 
 
 def test_module_never_evals_user_text():
-    tree = ast.parse(Path(space_mod.__file__).read_text())
-    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    assert not called & {"eval", "exec", "compile", "__import__"}
+    modules = sorted(Path(space_pkg.__file__).parent.glob("*.py"))
+    assert {"expr.py", "params.py", "space.py", "load.py"} <= {m.name for m in modules}
+    for module in modules:
+        tree = ast.parse(module.read_text())
+        called = {
+            n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        assert not called & {"eval", "exec", "compile", "__import__"}, module
 
 
 @pytest.mark.parametrize(
@@ -765,12 +771,12 @@ def test_size_falls_back_to_an_upper_bound_in_bounded_time(monkeypatch):
         {"A": [1, 2, 3], "B": {"values": [1, 2], "when": "A > 1"}, "C": {"values": [1, 2], "when": "B"}}
     )
     assert small.size_info() == (brute_size(small), True) == (1 + 2 * 2 * 2, True)
-    monkeypatch.setattr(space_mod, "SIZE_STEP_BUDGET", 2)
+    monkeypatch.setattr(walk_mod, "SIZE_STEP_BUDGET", 2)
     assert small.size_info() == (3 * 2 * 2, False)
 
 
 def test_count_and_enumerate_refuse_past_the_limit():
-    assert space_mod.MAX_ENUMERATE == 1_000_000
+    assert space_pkg.MAX_ENUMERATE == 1_000_000
     huge = sp({f"P{i}": list(range(10)) for i in range(7)}, ["P0 + P1 <= 17"])
     assert huge.size_unconstrained() == 10**7 and not huge.enumerable()
     t = time.monotonic()
@@ -781,7 +787,7 @@ def test_count_and_enumerate_refuse_past_the_limit():
         "more than the limit of 1,000,000 (autotune.space.MAX_ENUMERATE); sample it instead"
     )
     with pytest.raises(SpaceError, match="cannot enumerate: the space has 10,000,000 combinations"):
-        huge.enumerate(limit=space_mod.MAX_ENUMERATE)
+        huge.enumerate(limit=space_pkg.MAX_ENUMERATE)
     assert time.monotonic() - t < 30  # at once, not after walking 10**7 combinations
     assert next(huge.enumerate()) == {f"P{i}": 0 for i in range(7)}  # unlimited and lazy, as before
     small = sp({"A": [1, 2, 3], "B": [1, 2]}, ["A > 1"])
@@ -792,7 +798,7 @@ def test_count_and_enumerate_refuse_past_the_limit():
     assert list(small.enumerate(limit=6)) == list(small.enumerate())
     with pytest.raises(SpaceError, match="has 2.00e27 combinations"):
         sp({f"P{i}": list(range(10)) for i in range(27)} | {"Q": [1, 2]}).count()
-    assert space_mod.format_count(12 * 10**26) == "1.20e27" and space_mod.format_count(10**6) == "1,000,000"
+    assert space_pkg.format_count(12 * 10**26) == "1.20e27" and space_pkg.format_count(10**6) == "1,000,000"
 
 
 def test_count_refuses_an_upper_bound_past_the_limit(monkeypatch):
@@ -804,7 +810,7 @@ def test_count_refuses_an_upper_bound_past_the_limit(monkeypatch):
         }
     )
     assert s.size_info() == (100 * 100 - 1 + 200, True)
-    monkeypatch.setattr(space_mod, "SIZE_STEP_BUDGET", 10)
+    monkeypatch.setattr(walk_mod, "SIZE_STEP_BUDGET", 10)
     assert s.size_info() == (100 * 100 * 200, False)
     with pytest.raises(SpaceError, match="the space has up to 2,000,000 combinations"):
         s.count()

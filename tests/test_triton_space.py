@@ -14,7 +14,8 @@ import pytest
 triton = pytest.importorskip("triton")
 
 from autotune.errors import SpaceError  # noqa: E402
-from autotune.space.space import MAX_EXPR_CHARS, Space  # noqa: E402
+from autotune.space import Space  # noqa: E402
+from autotune.space.expr import MAX_EXPR_CHARS  # noqa: E402
 from autotune.space.triton import (  # noqa: E402
     config_dict,
     configs_from_space,

@@ -83,7 +83,7 @@ def _load(kernel_path: str, device: str) -> tuple[Any, WorkerInfo]:
     """Import the kernel file and read the device: runs in the child only."""
     from autotune.env import device_facts, environment
     from autotune.kernel.contract import load_kernel_file
-    from autotune.space.space import Space
+    from autotune.space import Space
 
     loaded = load_kernel_file(kernel_path)
     import torch

@@ -38,40 +38,63 @@ def check_kernel_file(
     path: str | os.PathLike[str], device: str = "", shape: Shape | None = None, time_it: bool = True
 ) -> list[Check]:
     """Run every check; never raises for a failed check (each is a ``Check`` with ``ok=False``)."""
-    from autotune.env import device_facts
-    from autotune.kernel.contract import load_kernel_file
-    from autotune.space.space import Space
+    run = _CheckRun(path, shape)
+    if not run.step("load", run.load):
+        return run.checks
+    run.pick_device(device)
+    run.step("space", run.space)
+    # Each of these needs what the one before built: the first failure ends the run.
+    gates = [("shapes", run.shapes), ("inputs", run.inputs), ("default config", run.run_default)]
+    if all(run.step(name, fn) for name, fn in gates):
+        run.step("flops", run.flops)
+        if time_it:
+            run.step("timing", run.timing)
+    return run.checks
 
-    checks: list[Check] = []
 
-    def step(name: str, fn: Callable[[], str]) -> bool:
+class _CheckRun:
+    """One run of the checks: what each step builds for the next ones, and the ``Check`` list. Each
+    check is a method returning its detail line, or raising to fail."""
+
+    def __init__(self, path: str | os.PathLike[str], shape: Shape | None):
+        self.path, self.requested_shape = path, shape
+        self.checks: list[Check] = []
+        self.k: Any = None  # the LoadedKernel
+        self.dev = ""
+        self.facts: dict[str, Any] = {}
+        self.shape: Shape = {}
+        self.inputs_: Any = None
+        self.launcher: Any = None
+
+    def step(self, name: str, fn: Callable[[], str]) -> bool:
         try:
-            checks.append(Check(name, True, fn()))
+            self.checks.append(Check(name, True, fn()))
             return True
         except AutotuneError as exc:
-            checks.append(Check(name, False, str(exc)))
+            self.checks.append(Check(name, False, str(exc)))
         except Exception as exc:
-            checks.append(Check(name, False, f"{type(exc).__name__}: {exc}"))
+            self.checks.append(Check(name, False, f"{type(exc).__name__}: {exc}"))
         return False
 
-    state: dict[str, Any] = {}
+    def load(self) -> str:
+        from autotune.kernel.contract import load_kernel_file
 
-    def load() -> str:
-        state["k"] = load_kernel_file(path)
-        k = state["k"]
+        self.k = k = load_kernel_file(self.path)
         return f"KERNEL {k.name!r}, times {', '.join(k.kernel.kernel_names)}, space from {k.space_source}"
 
-    if not step("load", load):
-        return checks
-    k = state["k"]
-    import torch
+    def pick_device(self, device: str) -> None:
+        import torch
 
-    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    facts = device_facts(dev)
+        from autotune.env import device_facts
 
-    def space() -> str:
+        self.dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.facts = device_facts(self.dev)
+
+    def space(self) -> str:
+        from autotune.space import Space
+
+        k, dev, facts = self.k, self.dev, self.facts
         sp = Space.from_dict(k.space_def, source=k.space_source)
-        state["space"] = sp
         problems = sp.check(dict(k.kernel.default_config), facts)
         if problems:
             raise AutotuneError(
@@ -79,21 +102,19 @@ def check_kernel_file(
             )
         return f"{sp.count(facts)} valid configs on {dev}; default config is valid; hash {sp.hash()[:12]}"
 
-    step("space", space)
-
-    def shapes() -> str:
+    def shapes(self) -> str:
+        k, shape = self.k, self.requested_shape
         got = k.default_shapes()
         if not got:
             raise AutotuneError("default_shapes is empty")
         target = check_shape(shape, k.shape_params) if shape else min(got, key=lambda s: k.kernel.flops(s))
-        state["shape"] = target
+        self.shape = target
         return f"{len(got)} default shapes; checking on {target}"
 
-    if not step("shapes", shapes):
-        return checks
-    s = state["shape"]
+    def inputs(self) -> str:
+        import torch
 
-    def inputs() -> str:
+        k, s, dev = self.k, self.shape, self.dev
         first = k.kernel.make_inputs(dict(s), dev)
         second = k.kernel.make_inputs(dict(s), dev)
         ts, ts2 = _tensors(first), _tensors(second)
@@ -104,51 +125,41 @@ def check_kernel_file(
             raise AutotuneError("make_inputs returned an all-zero tensor: zeros hide wrong results")
         if floats and all(torch.equal(a.float(), b.float()) for a, b in floats):
             raise AutotuneError("make_inputs returned the same data twice: inputs must be fresh random data")
-        state["inputs"] = first
+        self.inputs_ = first
         return f"{len(ts)} tensors, random and fresh"
 
-    if not step("inputs", inputs):
-        return checks
-
-    def run_default() -> str:
+    def run_default(self) -> str:
+        k = self.k
         cfg = dict(k.kernel.default_config)
-        launcher = k.kernel.compile(cfg, state["inputs"])
+        launcher = k.kernel.compile(cfg, self.inputs_)
         out = launcher()
-        ref = k.kernel.reference(state["inputs"])
+        ref = k.kernel.reference(self.inputs_)
         mismatch = k.compare(out, ref)
         if mismatch:
             raise AutotuneError(f"default config does not match the reference: {mismatch}")
-        state["launcher"] = launcher
+        self.launcher = launcher
         return "default config compiles, runs and matches the reference"
 
-    if not step("default config", run_default):
-        return checks
-
-    def flops() -> str:
+    def flops(self) -> str:
+        k, s = self.k, self.shape
         f = float(k.kernel.flops(dict(s)))
         if not f > 0:
             raise AutotuneError(f"flops({s}) = {f}: must be positive")
         return f"flops {f:.4g}, bytes {k.bytes_moved(dict(s)):.4g}"
 
-    step("flops", flops)
+    def timing(self) -> str:
+        from autotune.bench import bench_kineto_detailed
 
-    if time_it:
-
-        def timing() -> str:
-            from autotune.bench import bench_kineto_detailed
-
-            res = bench_kineto_detailed(
-                state["launcher"],
-                k.timed_kernels(dict(k.kernel.default_config)),
-                num_tests=5,
-                suppress_kineto_output=True,
-                device="cuda" if dev.startswith("cuda") else "cpu",
-            )
-            matched = "; ".join(f"{n} -> {', '.join(st.matched)}" for n, st in res.kernels.items())
-            return f"{res.per_call_s * 1e6:.1f} us per call; {matched}"
-
-        step("timing", timing)
-    return checks
+        k = self.k
+        res = bench_kineto_detailed(
+            self.launcher,
+            k.timed_kernels(dict(k.kernel.default_config)),
+            num_tests=5,
+            suppress_kineto_output=True,
+            device="cuda" if self.dev.startswith("cuda") else "cpu",
+        )
+        matched = "; ".join(f"{n} -> {', '.join(st.matched)}" for n, st in res.kernels.items())
+        return f"{res.per_call_s * 1e6:.1f} us per call; {matched}"
 
 
 def assert_conforms(

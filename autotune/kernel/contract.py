@@ -333,7 +333,7 @@ def _import_file(path: Path):
 
 def resolve_space(kernel_path: Path, space: Any) -> tuple[dict[str, Any], str]:
     """Turn a kernel's ``space`` declaration into (definition mapping, where it came from)."""
-    from autotune.space.space import load_space_dict
+    from autotune.space import load_space_dict
 
     if isinstance(space, Mapping):
         return dict(space), f"{kernel_path} (inline)"
@@ -344,7 +344,7 @@ def resolve_space(kernel_path: Path, space: Any) -> tuple[dict[str, Any], str]:
         candidate = (kernel_path.parent / text) if not os.path.isabs(text) else Path(text)
         candidates = [candidate]
     else:
-        from autotune.space.space import default_space_dirs
+        from autotune.space import default_space_dirs
 
         candidates = [d / f"{text}.yaml" for d in default_space_dirs(near=kernel_path)]
     for c in candidates:

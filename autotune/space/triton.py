@@ -132,7 +132,7 @@ def space_from_configs(
 
 def configs_from_space(space: Any, facts: Mapping[str, Any] | None = None) -> list[Any]:
     """Every valid config of ``space`` (a ``Space`` or a definition mapping) as a ``triton.Config``."""
-    from autotune.space.space import MAX_ENUMERATE, Space
+    from autotune.space import MAX_ENUMERATE, Space
 
     sp = space if isinstance(space, Space) else Space.from_dict(space)
     return [to_triton_config(c) for c in sp.enumerate(facts or {}, limit=MAX_ENUMERATE)]

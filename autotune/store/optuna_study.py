@@ -132,7 +132,7 @@ def _writer_main(
     url: str, study_name: str, space_def: dict[str, Any], q: Any, done: Any, lock: Any, bulk: bool = True
 ) -> None:
     from autotune.search.optuna_strategy import frozen_trial
-    from autotune.space.space import Space
+    from autotune.space import Space
 
     space = Space.from_dict(space_def)
     parent = os.getppid()

@@ -18,7 +18,7 @@ triton = pytest.importorskip("triton")
 from autotune.kernel.conformance import assert_conforms  # noqa: E402
 from autotune.kernel.contract import _import_file, load_kernel_file  # noqa: E402
 from autotune.kernel.triton import TritonKernel, jit_function  # noqa: E402
-from autotune.space.space import Space  # noqa: E402
+from autotune.space import Space  # noqa: E402
 from autotune.space.triton import config_dict, space_from_configs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,8 +24,10 @@ raised as one ``SettingsError`` (exit 2 at the CLI).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -87,30 +89,15 @@ class Job:
         return k.strategy or self.strategy
 
 
-_TOP = {
-    "name",
-    "database",
-    "devices",
-    "kernels",
-    "strategy",
-    "evaluations",
-    "seed",
-    "num_tests",
-    "budget_s",
-    "deadline",
-    "retune",
-    "requested",
-    "verify",
-    "report",
-}
 _KERNEL = {"file", "shapes", "evaluations", "strategy"}
-_VERIFY = {"repeats", "threshold", "alpha", "reference"}
-_REQUESTED = {"min_count", "max_shapes"}
 
 
 class _Problems:
+    """The problems found in one job file, and its folder (where relative paths in it start)."""
+
     def __init__(self, path: Path):
         self.path = path
+        self.base = path.parent
         self.lines: list[str] = []
 
     def add(self, where: str, what: str) -> None:
@@ -195,11 +182,18 @@ def _shape_entry(p: _Problems, where: str, v: Any) -> Any:
 
 def load_job(path: str | Path) -> Job:
     """Read and validate a job file."""
+    path = Path(path)
+    doc = _read_yaml(path)
+    p = _Problems(path)
+    opts = _read_fields(p, "", doc, _JOB_FIELDS)
+    opts.setdefault("name", path.stem)
+    p.raise_if_any()
+    return Job(path=path, **opts)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
-    from autotune.search import strategy_names
-
-    path = Path(path)
     try:
         text = path.read_text()
     except OSError as e:
@@ -212,126 +206,182 @@ def load_job(path: str | Path) -> Job:
         raise SettingsError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
     if not isinstance(doc, dict):
         raise SettingsError(f"{path}: expected a mapping of job fields (name, kernels, ...)")
-    p = _Problems(path)
-    base = path.parent
-    _unknown(p, "", doc, _TOP)
-    opts: dict[str, Any] = {}
+    return doc
 
-    name = doc.get("name", path.stem)
-    if not isinstance(name, str) or not name.strip():
-        p.add("name", "expected a non-empty string")
-    opts["name"] = str(name)
 
-    for key in ("database", "devices"):
-        if doc.get(key) is not None:
-            if not isinstance(doc[key], str) or not doc[key].strip():
-                p.add(key, "expected a non-empty string")
-            else:
-                opts[key] = doc[key].strip()
-    if "devices" in opts:
-        from autotune.devices import parse_devices
+# --------------------------------------------------------------------------------------------------
+# the schema: each field's check turns the file's value into the dataclass's (or adds a problem and
+# returns None: the file is refused, so that value is never used)
 
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class _Field:
+    key: str
+    #: ``check(problems, where, value)``: the parsed value, or None after adding a problem
+    check: Callable[[_Problems, str, Any], Any]
+    #: the value checked when the key is missing (``_ABSENT``: the dataclass's default is kept)
+    default: Any = _ABSENT
+    #: an explicit null counts as missing (else the check sees None, and refuses it)
+    null_is_missing: bool = False
+
+
+def _read_fields(
+    p: _Problems, prefix: str, given: dict[str, Any], fields: Sequence[_Field]
+) -> dict[str, Any]:
+    """The checked values of ``given`` by field name, checked in the schema's order (problems too)."""
+    _unknown(p, prefix, given, {f.key for f in fields})
+    out: dict[str, Any] = {}
+    for f in fields:
+        v = given.get(f.key, f.default)
+        if v is _ABSENT or (v is None and f.null_is_missing):
+            continue
+        out[f.key] = f.check(p, f"{prefix}{f.key}", v)
+    return out
+
+
+def _name(p: _Problems, where: str, v: Any) -> str:
+    if not isinstance(v, str) or not v.strip():
+        p.add(where, "expected a non-empty string")
+    return str(v)
+
+
+def _text(p: _Problems, where: str, v: Any) -> str | None:
+    if not isinstance(v, str) or not v.strip():
+        p.add(where, "expected a non-empty string")
+        return None
+    return v.strip()
+
+
+def _devices(p: _Problems, where: str, v: Any) -> str | None:
+    from autotune.devices import parse_devices
+
+    text = _text(p, where, v)
+    if text is not None:
         try:
-            parse_devices(opts["devices"])
+            parse_devices(text)
         except AutotuneError as e:
-            p.add("devices", str(e))
+            p.add(where, str(e))
+    return text
 
+
+def _strategy(p: _Problems, where: str, v: Any) -> str | None:
+    from autotune.search import strategy_names
+
+    if v is None:
+        return None
     names = strategy_names()
+    if not isinstance(v, str) or v.lower() not in names:
+        p.add(where, f"unknown strategy {v!r:.40}: choose one of {', '.join(names)}")
+        return None
+    return v.lower()
 
-    def strategy(where: str, v: Any) -> str | None:
-        if v is None:
-            return None
-        if not isinstance(v, str) or v.lower() not in names:
-            p.add(where, f"unknown strategy {v!r:.40}: choose one of {', '.join(names)}")
-            return None
-        return v.lower()
 
-    opts["strategy"] = strategy("strategy", doc.get("strategy"))
-    if "evaluations" in doc:
-        opts["evaluations"] = _int(p, "evaluations", doc["evaluations"], 1) or 20
-    if doc.get("seed") is not None:
-        opts["seed"] = _int(p, "seed", doc["seed"], 0)
-    if doc.get("num_tests") is not None:
-        opts["num_tests"] = _int(p, "num_tests", doc["num_tests"], 1)
-    if "budget_s" in doc:
-        opts["budget_s"] = _num(p, "budget_s", doc["budget_s"], lo=0) or 0.0
-    if doc.get("deadline") is not None:
-        try:
-            opts["deadline"] = parse_deadline(doc["deadline"])
-        except (ValueError, TypeError):
-            p.add("deadline", f"expected HH:MM (UTC) or an ISO date-time, got {doc['deadline']!r:.60}")
-    if "retune" in doc:
-        opts["retune"] = _bool(p, "retune", doc["retune"])
+def _deadline(p: _Problems, where: str, v: Any) -> datetime | None:
+    try:
+        return parse_deadline(v)
+    except (ValueError, TypeError):
+        p.add(where, f"expected HH:MM (UTC) or an ISO date-time, got {v!r:.60}")
+        return None
 
-    req = doc.get("requested", {})
-    if isinstance(req, dict):
-        _unknown(p, "requested.", req, _REQUESTED)
-        opts["requested"] = RequestedSpec(
-            min_count=_int(p, "requested.min_count", req.get("min_count", 1), 1) or 1,
-            max_shapes=_int(p, "requested.max_shapes", req.get("max_shapes", 50), 0) or 0,
-        )
-    else:
-        p.add("requested", "expected a mapping (min_count, max_shapes)")
 
-    ver = doc.get("verify", {})
-    if ver is False:
-        opts["verify"] = None
-    elif ver is True or ver is None:
-        opts["verify"] = VerifySpec()
-    elif isinstance(ver, dict):
-        _unknown(p, "verify.", ver, _VERIFY)
-        opts["verify"] = VerifySpec(
-            repeats=_int(p, "verify.repeats", ver.get("repeats", 10), 5) or 10,
-            threshold=_num(p, "verify.threshold", ver.get("threshold", 0.03), lo=0, hi=10, open_lo=True)
-            or 0.03,
-            alpha=_num(p, "verify.alpha", ver.get("alpha", 0.05), lo=0, hi=0.5, open_lo=True) or 0.05,
-            reference=bool(_bool(p, "verify.reference", ver.get("reference", True))),
-        )
-    else:
-        p.add("verify", "expected false or a mapping (repeats, threshold, alpha, reference)")
+def _report(p: _Problems, where: str, v: Any) -> Path | None:
+    if not isinstance(v, str) or not v.strip():
+        p.add(where, "expected a folder path")
+        return None
+    return (p.base / v).resolve()
 
-    if doc.get("report") is not None:
-        if not isinstance(doc["report"], str) or not doc["report"].strip():
-            p.add("report", "expected a folder path")
-        else:
-            opts["report"] = (base / doc["report"]).resolve()
 
-    kernels: list[KernelJob] = []
-    raw_kernels = doc.get("kernels")
-    if raw_kernels is None:
-        p.add("kernels", "missing: list at least one kernel file (kernels: [{file: ...}])")
-    elif not isinstance(raw_kernels, list) or not raw_kernels:
-        p.add("kernels", "expected a non-empty list of {file: ..., shapes: [...]}")
-    else:
-        for i, k in enumerate(raw_kernels):
-            where = f"kernels[{i}]"
-            if isinstance(k, str):
-                k = {"file": k}
-            if not isinstance(k, dict):
-                p.add(where, "expected a mapping with a file")
-                continue
-            _unknown(p, f"{where}.", k, _KERNEL)
-            f = k.get("file")
-            if not isinstance(f, str) or not f.strip():
-                p.add(f"{where}.file", "missing: the kernel file")
-                continue
-            file = (base / f).resolve()
-            if not file.is_file():
-                p.add(f"{where}.file", f"no such kernel file {f} (relative paths start at the job file)")
-            raw_shapes = k.get("shapes", ["default"])
-            if isinstance(raw_shapes, (str, dict)):
-                raw_shapes = [raw_shapes]
-            shapes: list[Any] = []
-            if not isinstance(raw_shapes, list) or not raw_shapes:
-                p.add(f"{where}.shapes", "expected a non-empty list")
-            else:
-                for j, s in enumerate(raw_shapes):
-                    entry = _shape_entry(p, f"{where}.shapes[{j}]", s)
-                    if entry is not None and entry not in shapes:
-                        shapes.append(entry)
-            ev = _int(p, f"{where}.evaluations", k["evaluations"], 1) if "evaluations" in k else None
-            kernels.append(
-                KernelJob(file, tuple(shapes), ev, strategy(f"{where}.strategy", k.get("strategy")))
-            )
-    p.raise_if_any()
-    return Job(path=path, kernels=tuple(kernels), **opts)
+_REQUESTED_FIELDS = (
+    _Field("min_count", partial(_int, minimum=1), default=1),
+    _Field("max_shapes", partial(_int, minimum=0), default=50),
+)
+_VERIFY_FIELDS = (
+    _Field("repeats", partial(_int, minimum=5), default=10),
+    _Field("threshold", partial(_num, lo=0, hi=10, open_lo=True), default=0.03),
+    _Field("alpha", partial(_num, lo=0, hi=0.5, open_lo=True), default=0.05),
+    _Field("reference", _bool, default=True),
+)
+
+
+def _requested(p: _Problems, where: str, v: Any) -> RequestedSpec | None:
+    if not isinstance(v, dict):
+        p.add(where, "expected a mapping (min_count, max_shapes)")
+        return None
+    return RequestedSpec(**_read_fields(p, f"{where}.", v, _REQUESTED_FIELDS))
+
+
+def _verify(p: _Problems, where: str, v: Any) -> VerifySpec | None:
+    if v is False:
+        return None
+    if v is True or v is None:
+        return VerifySpec()
+    if isinstance(v, dict):
+        return VerifySpec(**_read_fields(p, f"{where}.", v, _VERIFY_FIELDS))
+    p.add(where, "expected false or a mapping (repeats, threshold, alpha, reference)")
+    return None
+
+
+def _kernels(p: _Problems, where: str, v: Any) -> tuple[KernelJob, ...]:
+    if v is None:
+        p.add(where, "missing: list at least one kernel file (kernels: [{file: ...}])")
+        return ()
+    if not isinstance(v, list) or not v:
+        p.add(where, "expected a non-empty list of {file: ..., shapes: [...]}")
+        return ()
+    kernels = (_kernel(p, f"{where}[{i}]", k) for i, k in enumerate(v))
+    return tuple(k for k in kernels if k is not None)
+
+
+def _kernel(p: _Problems, where: str, k: Any) -> KernelJob | None:
+    """One entry of ``kernels``: a file path, or a mapping with a file (checked before the rest)."""
+    if isinstance(k, str):
+        k = {"file": k}
+    if not isinstance(k, dict):
+        p.add(where, "expected a mapping with a file")
+        return None
+    _unknown(p, f"{where}.", k, _KERNEL)
+    f = k.get("file")
+    if not isinstance(f, str) or not f.strip():
+        p.add(f"{where}.file", "missing: the kernel file")
+        return None
+    file = (p.base / f).resolve()
+    if not file.is_file():
+        p.add(f"{where}.file", f"no such kernel file {f} (relative paths start at the job file)")
+    shapes = _shapes(p, f"{where}.shapes", k.get("shapes", ["default"]))
+    ev = _int(p, f"{where}.evaluations", k["evaluations"], 1) if "evaluations" in k else None
+    return KernelJob(file, shapes, ev, _strategy(p, f"{where}.strategy", k.get("strategy")))
+
+
+def _shapes(p: _Problems, where: str, raw: Any) -> tuple[Any, ...]:
+    if isinstance(raw, (str, dict)):
+        raw = [raw]
+    if not isinstance(raw, list) or not raw:
+        p.add(where, "expected a non-empty list")
+        return ()
+    shapes: list[Any] = []
+    for j, s in enumerate(raw):
+        entry = _shape_entry(p, f"{where}[{j}]", s)
+        if entry is not None and entry not in shapes:
+            shapes.append(entry)
+    return tuple(shapes)
+
+
+#: the job file's fields, in the order they are checked (and their problems listed)
+_JOB_FIELDS = (
+    _Field("name", _name),
+    _Field("database", _text, null_is_missing=True),
+    _Field("devices", _devices, null_is_missing=True),
+    _Field("strategy", _strategy, null_is_missing=True),
+    _Field("evaluations", partial(_int, minimum=1)),
+    _Field("seed", partial(_int, minimum=0), null_is_missing=True),
+    _Field("num_tests", partial(_int, minimum=1), null_is_missing=True),
+    _Field("budget_s", partial(_num, lo=0)),
+    _Field("deadline", _deadline, null_is_missing=True),
+    _Field("retune", _bool),
+    _Field("requested", _requested, default={}),
+    _Field("verify", _verify, default={}),
+    _Field("report", _report, null_is_missing=True),
+    _Field("kernels", _kernels, default=None),
+)

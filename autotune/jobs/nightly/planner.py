@@ -116,115 +116,138 @@ def plan_kernel(
 ) -> KernelPlan:
     """The plan of one kernel of the job. ``meta``: the kernel's ``KernelMeta`` (from a started worker);
     ``env``: the environment the workers report."""
-    from autotune.store import dtypes_key
+    keys = _StoredKeys(job, kjob, store, meta=meta, env=env, space_hash=space_hash)
+    shapes = _job_shapes(job, kjob, store, meta, keys.device_name)
+    plans = [keys.plan_shape(key, *seen) for key, seen in shapes.by_key.items()]
+    verify = keys.verify_plans() if job.verify is not None else []
+    return KernelPlan(
+        str(kjob.file),
+        meta.name,
+        keys.device_name,
+        _env_summary(env),
+        strategy,
+        plans,
+        verify,
+        shapes.skipped,
+    )
 
-    params = tuple(meta.shape_params)
-    ehash = compute_env_hash(env)
-    dkey = dtypes_key(meta.dtypes)
-    device_name = str(env.get("gpu_name", ""))
-    states = store.key_states(meta.name)
-    current = {
-        s["shape_key"]: s
-        for s in states
-        if s["env_hash"] == ehash
-        and s["source_hash"] == meta.source_hash
-        and s["space_hash"] == space_hash
-        and s["dtypes_key"] == dkey
-    }
-    current_ids = {s["key_id"] for s in current.values()}
-    budget = job.evaluations_for(kjob)
 
-    # the shapes, each once, in the job's order, remembering where each came from
-    shapes: dict[str, tuple[dict[str, int], list[str], int]] = {}
-    skipped: list[str] = []
+class _Shapes:
+    """The shapes of one kernel job, each once, in the job's order, remembering where each came from
+    (and, for a requested one, how often it was requested)."""
 
-    def add(dims: dict[str, int], source: str, count: int = 0) -> None:
-        shape = check_shape(dims, params)
+    def __init__(self, params: tuple[str, ...]):
+        self.params = params
+        self.by_key: dict[str, tuple[dict[str, int], list[str], int]] = {}
+        self.skipped: list[str] = []  # requests not planned, and why
+
+    def add(self, dims: dict[str, int], source: str, count: int = 0) -> None:
+        shape = check_shape(dims, self.params)
         key = format_shape(shape)
-        if key in shapes:
-            if source not in shapes[key][1]:
-                shapes[key][1].append(source)
+        if key in self.by_key:
+            if source not in self.by_key[key][1]:
+                self.by_key[key][1].append(source)
             return
-        shapes[key] = (shape, [source], count)
+        self.by_key[key] = (shape, [source], count)
 
+
+def _job_shapes(job: Job, kjob: KernelJob, store: Any, meta: Any, device_name: str) -> _Shapes:
+    shapes = _Shapes(tuple(meta.shape_params))
     for entry in kjob.shapes:
         if entry == "default":
             for s in meta.default_shapes:
-                add(dict(s), "default")
+                shapes.add(dict(s), "default")
         elif entry == "requested":
-            taken = 0
-            for r in store.shape_requests(meta.name, device_name=device_name):
-                if r.count < job.requested.min_count:
-                    continue
-                if set(r.dims) != set(params):
-                    skipped.append(f"{r.shape_key} (not the kernel's shape parameters {','.join(params)})")
-                    continue
-                if taken >= job.requested.max_shapes:
-                    skipped.append(f"{r.shape_key} (more than requested.max_shapes)")
-                    continue
-                add({p: r.dims[p] for p in params}, "requested", r.count)
-                taken += 1
+            _add_requested(shapes, job, store.shape_requests(meta.name, device_name=device_name))
         else:
-            add(dict(entry), "explicit")
+            shapes.add(dict(entry), "explicit")
+    return shapes
 
-    plans: list[ShapePlan] = []
-    for key, (shape, sources, count) in shapes.items():
-        cur = current.get(key)
+
+def _add_requested(shapes: _Shapes, job: Job, requests: Any) -> None:
+    """The shapes requested at run time often enough, up to ``requested.max_shapes``."""
+    params, taken = shapes.params, 0
+    for r in requests:
+        if r.count < job.requested.min_count:
+            continue
+        if set(r.dims) != set(params):
+            shapes.skipped.append(f"{r.shape_key} (not the kernel's shape parameters {','.join(params)})")
+            continue
+        if taken >= job.requested.max_shapes:
+            shapes.skipped.append(f"{r.shape_key} (more than requested.max_shapes)")
+            continue
+        shapes.add({p: r.dims[p] for p in params}, "requested", r.count)
+        taken += 1
+
+
+class _StoredKeys:
+    """The kernel's tuning keys in the store, split into the current environment's (matched on the
+    environment's hash, the source hash, the space hash and the dtypes) and the others."""
+
+    def __init__(
+        self, job: Job, kjob: KernelJob, store: Any, *, meta: Any, env: dict[str, Any], space_hash: str
+    ):
+        from autotune.store import dtypes_key
+
+        self.job, self.meta, self.env, self.space_hash = job, meta, env, space_hash
+        self.params = tuple(meta.shape_params)
+        self.device_name = str(env.get("gpu_name", ""))
+        self.budget = job.evaluations_for(kjob)
+        ehash, dkey = compute_env_hash(env), dtypes_key(meta.dtypes)
+        self.states = store.key_states(meta.name)
+        self.current = {
+            s["shape_key"]: s
+            for s in self.states
+            if s["env_hash"] == ehash
+            and s["source_hash"] == meta.source_hash
+            and s["space_hash"] == space_hash
+            and s["dtypes_key"] == dkey
+        }
+        self.current_ids = {s["key_id"] for s in self.current.values()}
+
+    def plan_shape(self, key: str, shape: dict[str, int], sources: list[str], count: int) -> ShapePlan:
+        """done, resume (the current key has measured configs), else retune or tune."""
+        cur, budget, src = self.current.get(key), self.budget, tuple(sources)
         measured = cur["measured"] if cur else 0
+        if measured >= budget:
+            best_s = cur["best_time_s"] if cur else None
+            return ShapePlan(
+                shape, key, DONE, f"{measured} configs measured under this key", 0, [], src, best_s
+            )
+        if measured > 0:
+            reason = f"{measured} of {budget} evaluations measured under this key"
+            return ShapePlan(shape, key, RESUME, reason, budget - measured, [], src)
         why = (
             f"requested {count} time(s) at run time"
             if "requested" in sources
             else ", ".join(sources) + " shape"
         )
-        if measured >= budget:
-            plans.append(
-                ShapePlan(
-                    shape,
-                    key,
-                    DONE,
-                    f"{measured} configs measured under this key",
-                    0,
-                    [],
-                    tuple(sources),
-                    cur["best_time_s"] if cur else None,
-                )
-            )
-            continue
-        if measured > 0:
-            plans.append(
-                ShapePlan(
-                    shape,
-                    key,
-                    RESUME,
-                    f"{measured} of {budget} evaluations measured under this key",
-                    budget - measured,
-                    [],
-                    tuple(sources),
-                )
-            )
-            continue
-        olds = [
-            s
-            for s in states
-            if s["shape_key"] == key
-            and s["key_id"] not in current_ids
-            and s["best_config"] is not None
-            and _same_family(s, env)
-        ]
-        if olds and job.retune:
+        olds = self._tuned_elsewhere(key)
+        if olds and self.job.retune:
             olds.sort(key=lambda s: (s["created_at"], s["key_id"]), reverse=True)  # newest first
             warm: list[dict[str, Any]] = []
             for s in olds:
                 if s["best_config"] not in warm:
                     warm.append(s["best_config"])
-            reason = f"tuned under {_what_changed(olds[0], env, meta.source_hash, space_hash)}; {why}"
-            plans.append(ShapePlan(shape, key, RETUNE, reason, budget, warm, tuple(sources)))
-        else:
-            plans.append(ShapePlan(shape, key, TUNE, f"not tuned yet: {why}", budget, [], tuple(sources)))
+            changed = _what_changed(olds[0], self.env, self.meta.source_hash, self.space_hash)
+            return ShapePlan(shape, key, RETUNE, f"tuned under {changed}; {why}", budget, warm, src)
+        return ShapePlan(shape, key, TUNE, f"not tuned yet: {why}", budget, [], src)
 
-    verify: list[VerifyPlan] = []
-    if job.verify is not None:
-        for s in current.values():
+    def _tuned_elsewhere(self, key: str) -> list[dict[str, Any]]:
+        """The shape's keys with a best config under another environment of the same GPU family."""
+        return [
+            s
+            for s in self.states
+            if s["shape_key"] == key
+            and s["key_id"] not in self.current_ids
+            and s["best_config"] is not None
+            and _same_family(s, self.env)
+        ]
+
+    def verify_plans(self) -> list[VerifyPlan]:
+        """Every current key with a stored best, to re-measure."""
+        params, verify = self.params, []
+        for s in self.current.values():
             if s["best_config"] is not None and s["best_trial_id"] is not None and s["best_time_s"]:
                 verify.append(
                     VerifyPlan(
@@ -236,8 +259,11 @@ def plan_kernel(
                         float(s["best_time_s"]),
                     )
                 )
-    env_summary = (
-        f"{device_name} (cc {env.get('cc')}), torch {env.get('torch')}, triton {env.get('triton')}, "
+        return verify
+
+
+def _env_summary(env: dict[str, Any]) -> str:
+    return (
+        f"{env.get('gpu_name', '')} (cc {env.get('cc')}), torch {env.get('torch')}, triton {env.get('triton')}, "
         f"driver {env.get('driver')}, CUDA {env.get('cuda')}"
     )
-    return KernelPlan(str(kjob.file), meta.name, device_name, env_summary, strategy, plans, verify, skipped)

@@ -19,7 +19,7 @@ from typing import Any
 
 from autotune.errors import AutotuneError, DatabaseUnreachableError
 from autotune.jobs.nightly import regression
-from autotune.jobs.nightly.job import Job
+from autotune.jobs.nightly.job import Job, KernelJob
 from autotune.jobs.nightly.planner import DONE, KernelPlan, plan_kernel
 from autotune.trial import config_hash
 
@@ -140,10 +140,6 @@ def run_job(
 ) -> RunResult:
     """Run (or, with ``dry_run``, only plan) ``job``. Errors of one kernel (a bad kernel file) are recorded
     and the next kernel runs; a database that goes away ends the run (rerun to resume)."""
-    from autotune.jobs.nightly.verify import verify_one
-    from autotune.settings import SearchSettings
-    from autotune.tuning.tuner import Tuner
-
     started = time.monotonic()
     end = _deadline(job, started)
     plan_store, store = open_store(job.database, dry_run=dry_run)
@@ -153,41 +149,10 @@ def run_job(
     status = "failed"
     try:
         for kjob in job.kernels:
-            settings = SearchSettings.from_options(
-                trials=job.evaluations_for(kjob),
-                strategy=job.strategy_for(kjob),
-                seed=job.seed,
-                devices=job.devices,
-                num_tests=job.num_tests,
-                compile_workers=0 if dry_run else None,
-                worker_env=dict(worker_env) if worker_env else None,
-            )
+            settings = _kernel_settings(job, kjob, dry_run=dry_run, worker_env=worker_env)
             backend = backend_factory(str(kjob.file)) if backend_factory else None
             try:
-                with Tuner(str(kjob.file), store, settings, backend=backend) as tuner:
-                    info = tuner.start()
-                    assert tuner.space is not None
-                    plan = plan_kernel(
-                        job,
-                        kjob,
-                        plan_store,
-                        meta=info.meta,
-                        env=info.env,
-                        space_hash=tuner.space.hash(),
-                        strategy=settings.strategy,
-                    )
-                    result.plans.append(plan.to_json())
-                    for line in describe_plan(plan):
-                        say(line)
-                    if dry_run:
-                        continue
-                    searching = any(p.action != DONE for p in plan.shapes)
-                    left = end - time.monotonic()
-                    verify_end = (
-                        time.monotonic() + VERIFY_SHARE * left if searching and math.isfinite(left) else end
-                    )
-                    _verify(tuner, store, plan, job, result, info, verify_end, say, verify_one)
-                    _search(tuner, plan, result, end, say)
+                _run_kernel(job, kjob, settings, backend, (plan_store, store), result, end, say)
             except DatabaseUnreachableError:
                 raise
             except AutotuneError as e:
@@ -202,6 +167,60 @@ def run_job(
             except Exception:  # the run's own error (e.g. the database went away) is what to report
                 pass
     return result
+
+
+def _kernel_settings(job: Job, kjob: KernelJob, *, dry_run: bool, worker_env: dict[str, str] | None) -> Any:
+    """The ``SearchSettings`` of one kernel of the job."""
+    from autotune.settings import SearchSettings
+
+    return SearchSettings.from_options(
+        trials=job.evaluations_for(kjob),
+        strategy=job.strategy_for(kjob),
+        seed=job.seed,
+        devices=job.devices,
+        num_tests=job.num_tests,
+        compile_workers=0 if dry_run else None,
+        worker_env=dict(worker_env) if worker_env else None,
+    )
+
+
+def _run_kernel(
+    job: Job,
+    kjob: KernelJob,
+    settings: Any,
+    backend: Any,
+    stores: tuple[Any, Any],
+    result: RunResult,
+    end: float,
+    say: Say,
+) -> None:
+    """One kernel of the job: start its workers, plan, then (unless a dry run) verify and search."""
+    from autotune.jobs.nightly.verify import verify_one
+    from autotune.tuning.tuner import Tuner
+
+    plan_store, store = stores
+    with Tuner(str(kjob.file), store, settings, backend=backend) as tuner:
+        info = tuner.start()
+        assert tuner.space is not None
+        plan = plan_kernel(
+            job,
+            kjob,
+            plan_store,
+            meta=info.meta,
+            env=info.env,
+            space_hash=tuner.space.hash(),
+            strategy=settings.strategy,
+        )
+        result.plans.append(plan.to_json())
+        for line in describe_plan(plan):
+            say(line)
+        if result.dry_run:
+            return
+        searching = any(p.action != DONE for p in plan.shapes)
+        left = end - time.monotonic()
+        verify_end = time.monotonic() + VERIFY_SHARE * left if searching and math.isfinite(left) else end
+        _verify(tuner, store, plan, job, result, info, verify_end, say, verify_one)
+        _search(tuner, plan, result, end, say)
 
 
 def _verify(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import statistics
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.engine import Candidate
@@ -43,19 +44,50 @@ def verify_one(
     came before enough repeats (nothing stored)."""
     from autotune.store import Verification
 
-    pipeline = tuner.pipeline
     best_h = config_hash(item.config)
     with_ref = spec.reference and default_config is not None and config_hash(default_config) != best_h
-    samples: list[float] = []
-    refs: list[float] = []
-    errors: list[str] = []
-    cut = False
-    for i in range(spec.repeats):
+    batch = [("best", item.config)] + ([("ref", default_config)] if with_ref else [])
+    m = _measure(tuner.pipeline, item, batch, spec.repeats, deadline)
+    if m.cut and len(m.samples) < 3:
+        return None  # no verdict possible: not stored (the next run verifies it)
+    v = Verification(
+        key_id=item.key_id,
+        run_id=run_id,
+        kernel_name=kernel_name,
+        shape_key=item.shape_key,
+        device_name=device_name,
+        config=dict(item.config),
+        config_hash=best_h,
+        samples_s=m.samples,
+        threshold=spec.threshold,
+        status=regression.FAILED,
+        trial_id=item.trial_id,
+        reference_s=m.refs or None,
+        hostname=socket.gethostname(),
+    )
+    _judge(v, m, *_baseline(store, item), spec)
+    v.id = store.record_verification(v)
+    return v
+
+
+@dataclass
+class _Measured:
+    samples: list[float] = field(default_factory=list)  # the best config's times
+    refs: list[float] = field(default_factory=list)  # the default config's, interleaved
+    errors: list[str] = field(default_factory=list)
+    cut: bool = False  # the deadline came before every repeat
+
+
+def _measure(
+    pipeline: Any, item: VerifyPlan, batch: list[tuple[str, Any]], repeats: int, deadline: float
+) -> _Measured:
+    """``repeats`` rounds of ``batch`` (the best config, then the reference if any) through the pipeline."""
+    m = _Measured()
+    for i in range(repeats):
         if time.monotonic() >= deadline:
-            errors.append(f"deadline reached after {i} of {spec.repeats} repeats")
-            cut = True
+            m.errors.append(f"deadline reached after {i} of {repeats} repeats")
+            m.cut = True
             break
-        batch = [("best", item.config)] + ([("ref", default_config)] if with_ref else [])
         for role, config in batch:
             pipeline.submit(
                 Candidate(dict(config), config_hash(config), dict(item.shape), extra={"role": role})
@@ -66,38 +98,25 @@ def verify_one(
                 out = pipeline.next_result(timeout=1.0)
             res, role = out.result, out.candidate.extra.get("role")
             if res.status is TrialStatus.OK and res.time_s:
-                (samples if role == "best" else refs).append(float(res.time_s))
+                (m.samples if role == "best" else m.refs).append(float(res.time_s))
             elif role == "best":
-                errors.append(f"{res.status.value}: {(res.error or '')[:200]}")
-    if cut and len(samples) < 3:
-        return None  # no verdict possible: not stored (the next run verifies it)
-    v = Verification(
-        key_id=item.key_id,
-        run_id=run_id,
-        kernel_name=kernel_name,
-        shape_key=item.shape_key,
-        device_name=device_name,
-        config=dict(item.config),
-        config_hash=best_h,
-        samples_s=samples,
-        threshold=spec.threshold,
-        status=regression.FAILED,
-        trial_id=item.trial_id,
-        reference_s=refs or None,
-        hostname=socket.gethostname(),
-    )
-    baseline, previous = _baseline(store, item)
-    if len(samples) >= 3:
+                m.errors.append(f"{res.status.value}: {(res.error or '')[:200]}")
+    return m
+
+
+def _judge(
+    v: Any, m: _Measured, baseline: list[float] | float, previous: str | None, spec: VerifySpec
+) -> None:
+    """Fill ``v``'s verdict: ``regression.judge`` with at least 3 samples, else a failure saying why."""
+    if len(m.samples) >= 3:
         verdict = regression.judge(
-            samples, baseline, threshold=spec.threshold, alpha=spec.alpha, previous=previous
+            m.samples, baseline, threshold=spec.threshold, alpha=spec.alpha, previous=previous
         )
         v.status, v.ratio, v.p_value = verdict.status, verdict.ratio, verdict.p_value
         v.baseline_s, v.median_s = verdict.baseline_s, verdict.median_s
-        if errors:
-            v.error = "; ".join(errors)[:1000]
+        if m.errors:
+            v.error = "; ".join(m.errors)[:1000]
     else:
-        v.median_s = statistics.median(samples) if samples else None
+        v.median_s = statistics.median(m.samples) if m.samples else None
         v.baseline_s = baseline if isinstance(baseline, float) else statistics.median(baseline)
-        v.error = ("; ".join(errors) or "too few timed repeats")[:1000]
-    v.id = store.record_verification(v)
-    return v
+        v.error = ("; ".join(m.errors) or "too few timed repeats")[:1000]

@@ -27,76 +27,8 @@ def collect(store: Any, *, since: datetime | None = None, run_id: str | None = N
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for s in states:
         groups.setdefault((s["kernel"], s["shape_key"], s["device_name"]), []).append(s)
+    shapes = [_shape(store, group, keys, by_key_ver) for group, keys in sorted(groups.items())]
 
-    shapes = []
-    for (kernel, shape_key, device), keys in sorted(groups.items()):
-        keys.sort(key=lambda s: (s["created_at"], s["key_id"]))
-        versions = []
-        for s in keys:
-            trials = store.trials(s["key_id"])
-            timed = [t for t in trials if t.timed]
-            default_s = timed[0].time_s if timed else None  # a search evaluates the default config first
-            vs = by_key_ver.get(s["key_id"], [])
-            refs = [x for v in vs for x in (v.reference_s or [])]
-            if refs:
-                default_s = statistics.median(refs)  # measured beside the best: the better estimate
-            versions.append(
-                {
-                    "key_id": s["key_id"],
-                    "created_at": s["created_at"],
-                    "environment": f"torch {s['torch']}, triton {s['triton']}, driver {s['driver']}",
-                    "source": s["source_hash"][:8],
-                    "best_s": s["best_time_s"],
-                    "best_config": s["best_config"],
-                    "default_s": default_s,
-                    "speedup_default": (default_s / s["best_time_s"])
-                    if default_s and s["best_time_s"]
-                    else None,
-                    "trials": sum(s["counts"].values()),
-                    "counts": s["counts"],
-                    "history": [
-                        {"i": i, "time_s": t.time_s if t.timed else None, "status": t.status.value}
-                        for i, t in enumerate(trials)
-                        if t.status is not TrialStatus.INVALID
-                    ],
-                }
-            )
-        ver = [
-            {
-                "run_id": v.run_id,
-                "created_at": _iso(v.created_at),
-                "median_s": v.median_s,
-                "baseline_s": v.baseline_s,
-                "ratio": v.ratio,
-                "p_value": v.p_value,
-                "status": v.status,
-                "key_id": v.key_id,
-                "reference_s": statistics.median(v.reference_s) if v.reference_s else None,
-                "error": v.error,
-            }
-            for s in keys
-            for v in by_key_ver.get(s["key_id"], [])
-        ]
-        ver.sort(key=lambda v: v["created_at"] or "")
-        current = versions[-1]
-        shapes.append(
-            {
-                "kernel": kernel,
-                "shape": shape_key,
-                "device": device,
-                "best_s": current["best_s"],
-                "best_config": current["best_config"],
-                "default_s": current["default_s"],
-                "speedup_default": current["speedup_default"],
-                # the kernel's own reference (e.g. cuBLASLt) is not timed by the engine yet
-                "speedup_reference": None,
-                "environment": current["environment"],
-                "failures": {k: n for k, n in current["counts"].items() if k != TrialStatus.OK.value},
-                "last_verification": ver[-1] if ver else None,
-                "versions": versions,
-                "verifications": ver,
-            }
-        )
     chosen = None
     if runs:
         chosen = next((r for r in runs if r.run_id == run_id), None) if run_id else None
@@ -110,36 +42,111 @@ def collect(store: Any, *, since: datetime | None = None, run_id: str | None = N
         "generated_at": datetime.now(timezone.utc).isoformat(),
         "database": store.masked_url,
         "since": _iso(since),
-        "run": None
-        if chosen is None
-        else {
-            "run_id": chosen.run_id,
-            "job": chosen.job_name,
-            "host": chosen.hostname,
-            "status": chosen.status,
-            "started_at": _iso(chosen.started_at),
-            "finished_at": _iso(chosen.finished_at),
-            "summary": chosen.summary,
-        },
-        "runs": [
-            {
-                "run_id": r.run_id,
-                "job": r.job_name,
-                "host": r.hostname,
-                "status": r.status,
-                "started_at": _iso(r.started_at),
-                "finished_at": _iso(r.finished_at),
-                "shapes": len(r.summary.get("shapes", [])),
-                "verified": len(r.summary.get("verifications", [])),
-                "regressions": r.summary.get("regressions", 0),
-                "confirmed": r.summary.get("confirmed", 0),
-            }
-            for r in runs
-        ],
+        "run": None if chosen is None else _run(chosen),
+        "runs": [_run_row(r) for r in runs],
         "shapes": shapes,
         "regressions": regressions,
         "requests": [
             {"kernel": r.kernel_name, "shape": r.shape_key, "device": r.device_name, "count": r.count}
             for r in store.shape_requests(since=since)[:50]
         ],
+    }
+
+
+def _shape(
+    store: Any, group: tuple[str, str, str], keys: list[dict[str, Any]], by_key_ver: dict[int, list[Any]]
+) -> dict[str, Any]:
+    """One (kernel, shape, device): its current best, and every key (version) and verification of it."""
+    kernel, shape_key, device = group
+    keys.sort(key=lambda s: (s["created_at"], s["key_id"]))
+    versions = [_version(store, s, by_key_ver.get(s["key_id"], [])) for s in keys]
+    ver = [_verification(v) for s in keys for v in by_key_ver.get(s["key_id"], [])]
+    ver.sort(key=lambda v: v["created_at"] or "")
+    current = versions[-1]
+    return {
+        "kernel": kernel,
+        "shape": shape_key,
+        "device": device,
+        "best_s": current["best_s"],
+        "best_config": current["best_config"],
+        "default_s": current["default_s"],
+        "speedup_default": current["speedup_default"],
+        # the kernel's own reference (e.g. cuBLASLt) is not timed by the engine yet
+        "speedup_reference": None,
+        "environment": current["environment"],
+        "failures": {k: n for k, n in current["counts"].items() if k != TrialStatus.OK.value},
+        "last_verification": ver[-1] if ver else None,
+        "versions": versions,
+        "verifications": ver,
+    }
+
+
+def _version(store: Any, s: dict[str, Any], vs: list[Any]) -> dict[str, Any]:
+    """One tuning key of a shape (its environment, best and trial history)."""
+    trials = store.trials(s["key_id"])
+    timed = [t for t in trials if t.timed]
+    default_s = timed[0].time_s if timed else None  # a search evaluates the default config first
+    refs = [x for v in vs for x in (v.reference_s or [])]
+    if refs:
+        default_s = statistics.median(refs)  # measured beside the best: the better estimate
+    return {
+        "key_id": s["key_id"],
+        "created_at": s["created_at"],
+        "environment": f"torch {s['torch']}, triton {s['triton']}, driver {s['driver']}",
+        "source": s["source_hash"][:8],
+        "best_s": s["best_time_s"],
+        "best_config": s["best_config"],
+        "default_s": default_s,
+        "speedup_default": (default_s / s["best_time_s"]) if default_s and s["best_time_s"] else None,
+        "trials": sum(s["counts"].values()),
+        "counts": s["counts"],
+        "history": [
+            {"i": i, "time_s": t.time_s if t.timed else None, "status": t.status.value}
+            for i, t in enumerate(trials)
+            if t.status is not TrialStatus.INVALID
+        ],
+    }
+
+
+def _verification(v: Any) -> dict[str, Any]:
+    return {
+        "run_id": v.run_id,
+        "created_at": _iso(v.created_at),
+        "median_s": v.median_s,
+        "baseline_s": v.baseline_s,
+        "ratio": v.ratio,
+        "p_value": v.p_value,
+        "status": v.status,
+        "key_id": v.key_id,
+        "reference_s": statistics.median(v.reference_s) if v.reference_s else None,
+        "error": v.error,
+    }
+
+
+def _run(r: Any) -> dict[str, Any]:
+    """The run the report is about."""
+    return {
+        "run_id": r.run_id,
+        "job": r.job_name,
+        "host": r.hostname,
+        "status": r.status,
+        "started_at": _iso(r.started_at),
+        "finished_at": _iso(r.finished_at),
+        "summary": r.summary,
+    }
+
+
+def _run_row(r: Any) -> dict[str, Any]:
+    """A run in the list of runs."""
+    return {
+        "run_id": r.run_id,
+        "job": r.job_name,
+        "host": r.hostname,
+        "status": r.status,
+        "started_at": _iso(r.started_at),
+        "finished_at": _iso(r.finished_at),
+        "shapes": len(r.summary.get("shapes", [])),
+        "verified": len(r.summary.get("verifications", [])),
+        "regressions": r.summary.get("regressions", 0),
+        "confirmed": r.summary.get("confirmed", 0),
     }

@@ -23,7 +23,6 @@ def _ms(t: float | None) -> float | None:
 
 
 def _shape_figure(s: dict[str, Any]) -> Any:
-    import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     fig = make_subplots(
@@ -38,20 +37,35 @@ def _shape_figure(s: dict[str, Any]) -> Any:
         horizontal_spacing=0.06,
     )
     vs = s["versions"]
-    fig.add_trace(
+    for col, traces in enumerate(
+        (_time_traces(s), _speedup_traces(vs), _history_traces(vs[-1]["history"]), _status_traces(vs)), 1
+    ):
+        for trace in traces:
+            fig.add_trace(trace, row=1, col=col)
+    fig.update_layout(
+        height=330, margin={"l": 40, "r": 10, "t": 40, "b": 40}, showlegend=False, template="plotly_white"
+    )
+    fig.update_xaxes(showticklabels=False, row=1, col=2)
+    return fig
+
+
+def _time_traces(s: dict[str, Any]) -> list[Any]:
+    """The stored best of each version, and the nightly re-measurements (red: a regression)."""
+    import plotly.graph_objects as go
+
+    vs = s["versions"]
+    traces = [
         go.Scatter(
             x=[v["created_at"] for v in vs],
             y=[_ms(v["best_s"]) for v in vs],
             text=[v["environment"] for v in vs],
             mode="markers+lines",
             name="stored best per version",
-        ),
-        row=1,
-        col=1,
-    )
+        )
+    ]
     if s["verifications"]:
         ver = s["verifications"]
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=[v["created_at"] for v in ver],
                 y=[_ms(v["median_s"]) for v in ver],
@@ -61,47 +75,48 @@ def _shape_figure(s: dict[str, Any]) -> Any:
                 marker={
                     "color": ["#c00" if v["status"] in ("regression", "confirmed") else "#2a2" for v in ver]
                 },
-            ),
-            row=1,
-            col=1,
+            )
         )
-    fig.add_trace(
+    return traces
+
+
+def _speedup_traces(vs: list[dict[str, Any]]) -> list[Any]:
+    import plotly.graph_objects as go
+
+    return [
         go.Bar(
             x=[f"{v['environment']} ({v['source']})" for v in vs],
             y=[v["speedup_default"] or 0 for v in vs],
             name="speedup over default",
-        ),
-        row=1,
-        col=2,
-    )
-    hist = vs[-1]["history"]
-    fig.add_trace(
+        )
+    ]
+
+
+def _history_traces(hist: list[dict[str, Any]]) -> list[Any]:
+    """Each trial of the last search, and the best so far."""
+    import plotly.graph_objects as go
+
+    best, best_so_far = None, []
+    for h in hist:
+        if h["time_s"] is not None:
+            best = h["time_s"] if best is None else min(best, h["time_s"])
+        best_so_far.append(_ms(best))
+    return [
         go.Scatter(
             x=[h["i"] for h in hist if h["time_s"] is not None],
             y=[_ms(h["time_s"]) for h in hist if h["time_s"] is not None],
             mode="markers",
             name="trial",
         ),
-        row=1,
-        col=3,
-    )
-    best, best_so_far = None, []
-    for h in hist:
-        if h["time_s"] is not None:
-            best = h["time_s"] if best is None else min(best, h["time_s"])
-        best_so_far.append(_ms(best))
-    fig.add_trace(
-        go.Scatter(x=[h["i"] for h in hist], y=best_so_far, mode="lines", name="best so far"), row=1, col=3
-    )
+        go.Scatter(x=[h["i"] for h in hist], y=best_so_far, mode="lines", name="best so far"),
+    ]
+
+
+def _status_traces(vs: list[dict[str, Any]]) -> list[Any]:
+    import plotly.graph_objects as go
+
     counts = vs[-1]["counts"]
-    fig.add_trace(
-        go.Bar(x=sorted(counts), y=[counts[k] for k in sorted(counts)], name="status"), row=1, col=4
-    )
-    fig.update_layout(
-        height=330, margin={"l": 40, "r": 10, "t": 40, "b": 40}, showlegend=False, template="plotly_white"
-    )
-    fig.update_xaxes(showticklabels=False, row=1, col=2)
-    return fig
+    return [go.Bar(x=sorted(counts), y=[counts[k] for k in sorted(counts)], name="status")]
 
 
 def _summary_figure(doc: dict[str, Any]) -> Any:
@@ -143,101 +158,17 @@ def render_html(doc: dict[str, Any]) -> str:
         f"<h1>autotune report</h1><p>Database <code>{html.escape(doc['database'])}</code>, generated "
         f"{html.escape(doc['generated_at'][:19])} UTC.</p>"
     ]
-    run = doc.get("run")
-    if run:
-        s = run["summary"]
-        parts.append(
-            f"<h2>Run {html.escape(run['run_id'])}</h2><p>Job <b>{html.escape(run['job'])}</b> on "
-            f"{html.escape(run['host'])}: {html.escape(run['status'])}, {s.get('wall_s', 0):.1f} s; "
-            f"{s.get('regressions', 0)} regression(s), {s.get('confirmed', 0)} confirmed.</p>"
-        )
-        rows = [
-            [
-                e["kernel"],
-                e["shape"],
-                e["action"],
-                e.get("skipped") or e["reason"],
-                str(e.get("evaluations", 0)),
-                fmt_time(e.get("best_s")),
-                f"{e['speedup']:.2f}x" if e.get("speedup") else "-",
-            ]
-            for e in s.get("shapes", [])
-        ]
-        if rows:
-            parts.append(
-                _table(["kernel", "shape", "action", "why", "evaluated", "best", "vs default"], rows)
-            )
-    parts.append("<h2>Regressions</h2>")
-    if doc["regressions"]:
-        parts.append(
-            _table(
-                ["kernel", "shape", "device", "status", "ratio", "p", "baseline", "now"],
-                [
-                    [
-                        r["kernel"],
-                        r["shape"],
-                        r["device"],
-                        r["status"],
-                        f"{r['ratio']:.3f}x",
-                        f"{r['p_value']:.2g}",
-                        fmt_time(r["baseline_s"]),
-                        fmt_time(r["median_s"]),
-                    ]
-                    for r in doc["regressions"]
-                ],
-                ["regression"] * len(doc["regressions"]),
-            )
-        )
-    else:
-        parts.append("<p>None.</p>")
+    if doc.get("run"):
+        parts += _run_section(doc["run"])
+    parts += _regressions_section(doc["regressions"])
+    # Figures go in as placeholders, replaced by their divs once the page's text is joined.
     figures: list[tuple[str, Any]] = []
     if doc["shapes"]:
-        parts.append("<h2>Speedups</h2>")
-        figures.append(("summary", _summary_figure(doc)))
-        parts.append("<div class='plot' id='slot-summary'></div>")
-        parts.append("<h2>Shapes</h2>")
-        for i, s in enumerate(doc["shapes"]):
-            v = s["last_verification"]
-            ver = "-"
-            if v:
-                ver = v["status"] + (f" ({v['ratio']:.3f}x)" if v["ratio"] else "")
-            parts.append(
-                f"<h3>{html.escape(s['kernel'])} {html.escape(s['shape'])} on {html.escape(s['device'])}</h3>"
-                f"<p>best {fmt_time(s['best_s'])} ({html.escape(json.dumps(s['best_config']))}); default "
-                f"{fmt_time(s['default_s'])}; last verification: "
-                f"{html.escape(ver)}"
-                f"; {html.escape(s['environment'])}</p>"
-            )
-            figures.append((f"shape{i}", _shape_figure(s)))
-            parts.append(f"<div class='plot' id='slot-shape{i}'></div>")
+        parts += _shapes_section(doc, figures)
     if doc["requests"]:
-        parts.append("<h2>Shapes requested at run time</h2>")
-        parts.append(
-            _table(
-                ["kernel", "shape", "device", "lookups"],
-                [[r["kernel"], r["shape"], r["device"], str(r["count"])] for r in doc["requests"]],
-            )
-        )
+        parts += _requests_section(doc["requests"])
     if doc["runs"]:
-        parts.append("<h2>Runs</h2>")
-        parts.append(
-            _table(
-                ["run", "job", "host", "status", "shapes", "verified", "regressions", "confirmed"],
-                [
-                    [
-                        r["run_id"],
-                        r["job"],
-                        r["host"],
-                        r["status"],
-                        str(r["shapes"]),
-                        str(r["verified"]),
-                        str(r["regressions"]),
-                        str(r["confirmed"]),
-                    ]
-                    for r in doc["runs"][-20:]
-                ],
-            )
-        )
+        parts += _runs_section(doc["runs"])
     body = "\n".join(parts)
     for name, fig in figures:
         div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"plot-{name}")
@@ -247,3 +178,94 @@ def render_html(doc: dict[str, Any]) -> str:
         f"<style>{_STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head>"
         f"<body>{body}</body></html>"
     )
+
+
+def _run_section(run: dict[str, Any]) -> list[str]:
+    """The run the report is about: its outcome, and what it did per shape."""
+    s = run["summary"]
+    parts = [
+        f"<h2>Run {html.escape(run['run_id'])}</h2><p>Job <b>{html.escape(run['job'])}</b> on "
+        f"{html.escape(run['host'])}: {html.escape(run['status'])}, {s.get('wall_s', 0):.1f} s; "
+        f"{s.get('regressions', 0)} regression(s), {s.get('confirmed', 0)} confirmed.</p>"
+    ]
+    rows = [
+        [
+            e["kernel"],
+            e["shape"],
+            e["action"],
+            e.get("skipped") or e["reason"],
+            str(e.get("evaluations", 0)),
+            fmt_time(e.get("best_s")),
+            f"{e['speedup']:.2f}x" if e.get("speedup") else "-",
+        ]
+        for e in s.get("shapes", [])
+    ]
+    if rows:
+        parts.append(_table(["kernel", "shape", "action", "why", "evaluated", "best", "vs default"], rows))
+    return parts
+
+
+def _regressions_section(regressions: list[dict[str, Any]]) -> list[str]:
+    if not regressions:
+        return ["<h2>Regressions</h2>", "<p>None.</p>"]
+    rows = [
+        [
+            r["kernel"],
+            r["shape"],
+            r["device"],
+            r["status"],
+            f"{r['ratio']:.3f}x",
+            f"{r['p_value']:.2g}",
+            fmt_time(r["baseline_s"]),
+            fmt_time(r["median_s"]),
+        ]
+        for r in regressions
+    ]
+    headers = ["kernel", "shape", "device", "status", "ratio", "p", "baseline", "now"]
+    return ["<h2>Regressions</h2>", _table(headers, rows, ["regression"] * len(regressions))]
+
+
+def _shapes_section(doc: dict[str, Any], figures: list[tuple[str, Any]]) -> list[str]:
+    """The speedup summary, then per shape its line and its figure (appended to ``figures``)."""
+    parts = ["<h2>Speedups</h2>"]
+    figures.append(("summary", _summary_figure(doc)))
+    parts.append("<div class='plot' id='slot-summary'></div>")
+    parts.append("<h2>Shapes</h2>")
+    for i, s in enumerate(doc["shapes"]):
+        v = s["last_verification"]
+        ver = "-"
+        if v:
+            ver = v["status"] + (f" ({v['ratio']:.3f}x)" if v["ratio"] else "")
+        parts.append(
+            f"<h3>{html.escape(s['kernel'])} {html.escape(s['shape'])} on {html.escape(s['device'])}</h3>"
+            f"<p>best {fmt_time(s['best_s'])} ({html.escape(json.dumps(s['best_config']))}); default "
+            f"{fmt_time(s['default_s'])}; last verification: "
+            f"{html.escape(ver)}"
+            f"; {html.escape(s['environment'])}</p>"
+        )
+        figures.append((f"shape{i}", _shape_figure(s)))
+        parts.append(f"<div class='plot' id='slot-shape{i}'></div>")
+    return parts
+
+
+def _requests_section(requests: list[dict[str, Any]]) -> list[str]:
+    rows = [[r["kernel"], r["shape"], r["device"], str(r["count"])] for r in requests]
+    return ["<h2>Shapes requested at run time</h2>", _table(["kernel", "shape", "device", "lookups"], rows)]
+
+
+def _runs_section(runs: list[dict[str, Any]]) -> list[str]:
+    rows = [
+        [
+            r["run_id"],
+            r["job"],
+            r["host"],
+            r["status"],
+            str(r["shapes"]),
+            str(r["verified"]),
+            str(r["regressions"]),
+            str(r["confirmed"]),
+        ]
+        for r in runs[-20:]
+    ]
+    headers = ["run", "job", "host", "status", "shapes", "verified", "regressions", "confirmed"]
+    return ["<h2>Runs</h2>", _table(headers, rows)]
