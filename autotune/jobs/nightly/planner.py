@@ -14,11 +14,15 @@ dtypes: exactly the tuning key the search would use."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.env import env_hash as compute_env_hash
 from autotune.jobs.nightly.job import Job, KernelJob
+from autotune.records import KeyState
 from autotune.shapes import check_shape, format_shape
+
+if TYPE_CHECKING:
+    from autotune.store.protocols import PlanSource
 
 TUNE, RETUNE, RESUME, DONE = "tune", "retune", "resume", "done"
 
@@ -81,25 +85,23 @@ class KernelPlan:
         }
 
 
-def _same_family(a: dict[str, Any], env: dict[str, Any]) -> bool:
+def _same_family(a: KeyState, env: dict[str, Any]) -> bool:
     """Another GPU of the same model family: the same compute capability (sm_90 for H100 and H200), or
     the same device name; a CPU only matches a CPU."""
-    return a["device_name"] == env.get("gpu_name") or (
-        a["cc"] == str(env.get("cc")) and a["cc"] not in ("", "sim")
-    )
+    return a.device_name == env.get("gpu_name") or (a.cc == str(env.get("cc")) and a.cc not in ("", "sim"))
 
 
-def _what_changed(old: dict[str, Any], env: dict[str, Any], source_hash: str, space_hash: str) -> str:
+def _what_changed(old: KeyState, env: dict[str, Any], source_hash: str, space_hash: str) -> str:
     changes = [
-        f"{f} {old[f]} -> {env.get(f)}"
+        f"{f} {getattr(old, f)} -> {env.get(f)}"
         for f in ("torch", "triton", "driver", "cuda")
-        if str(old.get(f)) != str(env.get(f, ""))
+        if str(getattr(old, f)) != str(env.get(f, ""))
     ]
-    if old["device_name"] != env.get("gpu_name"):
-        changes.append(f"GPU {old['device_name']} -> {env.get('gpu_name')}")
-    if old["source_hash"] != source_hash:
+    if old.device_name != env.get("gpu_name"):
+        changes.append(f"GPU {old.device_name} -> {env.get('gpu_name')}")
+    if old.source_hash != source_hash:
         changes.append("kernel source changed")
-    if old["space_hash"] != space_hash:
+    if old.space_hash != space_hash:
         changes.append("search space changed")
     return ", ".join(changes) or "another environment"
 
@@ -107,7 +109,7 @@ def _what_changed(old: dict[str, Any], env: dict[str, Any], source_hash: str, sp
 def plan_kernel(
     job: Job,
     kjob: KernelJob,
-    store: Any,
+    store: PlanSource,
     *,
     meta: Any,
     env: dict[str, Any],
@@ -122,16 +124,16 @@ def plan_kernel(
     ehash = compute_env_hash(env)
     dkey = dtypes_key(meta.dtypes)
     device_name = str(env.get("gpu_name", ""))
-    states = store.key_states(meta.name)
+    states = store.history.key_states(meta.name)
     current = {
-        s["shape_key"]: s
+        s.shape_key: s
         for s in states
-        if s["env_hash"] == ehash
-        and s["source_hash"] == meta.source_hash
-        and s["space_hash"] == space_hash
-        and s["dtypes_key"] == dkey
+        if s.env_hash == ehash
+        and s.source_hash == meta.source_hash
+        and s.space_hash == space_hash
+        and s.dtypes_key == dkey
     }
-    current_ids = {s["key_id"] for s in current.values()}
+    current_ids = {s.key_id for s in current.values()}
     budget = job.evaluations_for(kjob)
 
     # the shapes, each once, in the job's order, remembering where each came from
@@ -153,7 +155,7 @@ def plan_kernel(
                 add(dict(s), "default")
         elif entry == "requested":
             taken = 0
-            for r in store.shape_requests(meta.name, device_name=device_name):
+            for r in store.requests.recorded(meta.name, device_name=device_name):
                 if r.count < job.requested.min_count:
                     continue
                 if set(r.dims) != set(params):
@@ -170,7 +172,7 @@ def plan_kernel(
     plans: list[ShapePlan] = []
     for key, (shape, sources, count) in shapes.items():
         cur = current.get(key)
-        measured = cur["measured"] if cur else 0
+        measured = cur.measured if cur else 0
         why = (
             f"requested {count} time(s) at run time"
             if "requested" in sources
@@ -186,7 +188,7 @@ def plan_kernel(
                     0,
                     [],
                     tuple(sources),
-                    cur["best_time_s"] if cur else None,
+                    cur.best_time_s if cur else None,
                 )
             )
             continue
@@ -206,17 +208,17 @@ def plan_kernel(
         olds = [
             s
             for s in states
-            if s["shape_key"] == key
-            and s["key_id"] not in current_ids
-            and s["best_config"] is not None
+            if s.shape_key == key
+            and s.key_id not in current_ids
+            and s.best_config is not None
             and _same_family(s, env)
         ]
         if olds and job.retune:
-            olds.sort(key=lambda s: (s["created_at"], s["key_id"]), reverse=True)  # newest first
+            olds.sort(key=lambda s: (s.created_at, s.key_id), reverse=True)  # newest first
             warm: list[dict[str, Any]] = []
             for s in olds:
-                if s["best_config"] not in warm:
-                    warm.append(s["best_config"])
+                if s.best_config not in warm:
+                    warm.append(s.best_config)
             reason = f"tuned under {_what_changed(olds[0], env, meta.source_hash, space_hash)}; {why}"
             plans.append(ShapePlan(shape, key, RETUNE, reason, budget, warm, tuple(sources)))
         else:
@@ -225,15 +227,15 @@ def plan_kernel(
     verify: list[VerifyPlan] = []
     if job.verify is not None:
         for s in current.values():
-            if s["best_config"] is not None and s["best_trial_id"] is not None and s["best_time_s"]:
+            if s.best_config is not None and s.best_trial_id is not None and s.best_time_s:
                 verify.append(
                     VerifyPlan(
-                        s["key_id"],
-                        check_shape(s["dims"], params) if set(s["dims"]) == set(params) else dict(s["dims"]),
-                        s["shape_key"],
-                        dict(s["best_config"]),
-                        int(s["best_trial_id"]),
-                        float(s["best_time_s"]),
+                        s.key_id,
+                        check_shape(s.dims, params) if set(s.dims) == set(params) else dict(s.dims),
+                        s.shape_key,
+                        dict(s.best_config),
+                        int(s.best_trial_id),
+                        float(s.best_time_s),
                     )
                 )
     env_summary = (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import statistics
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.engine import Candidate
 from autotune.jobs.nightly import regression
@@ -15,10 +15,13 @@ from autotune.jobs.nightly.job import VerifySpec
 from autotune.jobs.nightly.planner import VerifyPlan
 from autotune.trial import TrialStatus, config_hash
 
+if TYPE_CHECKING:
+    from autotune.store.protocols import StoreReader
 
-def _baseline(store: Any, item: VerifyPlan) -> tuple[list[float] | float, str | None]:
+
+def _baseline(store: StoreReader, item: VerifyPlan) -> tuple[list[float] | float, str | None]:
     """(baseline samples or the stored time, the status of the config's last verification)."""
-    history = store.verifications(item.key_id, config_hash=config_hash(item.config))
+    history = store.verifications.recorded(item.key_id, config_hash=config_hash(item.config))
     previous = history[-1].status if history else None
     for v in history:
         if v.status in (regression.OK, regression.IMPROVED) and len(v.samples_s) >= 3:
@@ -28,7 +31,7 @@ def _baseline(store: Any, item: VerifyPlan) -> tuple[list[float] | float, str | 
 
 def verify_one(
     tuner: Any,
-    store: Any,
+    store: StoreReader,
     item: VerifyPlan,
     spec: VerifySpec,
     *,
@@ -99,5 +102,5 @@ def verify_one(
         v.median_s = statistics.median(samples) if samples else None
         v.baseline_s = baseline if isinstance(baseline, float) else statistics.median(baseline)
         v.error = ("; ".join(errors) or "too few timed repeats")[:1000]
-    v.id = store.record_verification(v)
+    v.id = store.verifications.record(v)
     return v
