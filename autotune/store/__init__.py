@@ -14,7 +14,8 @@ each a small class over that Database, typed for consumers by the Protocols of `
 - ``store.requests``: shapes asked for at run time and not tuned; ``store.verifications``: re-measured
   bests, nightly runs.
 
-``Store.open`` is the one create-or-check policy (the CLI, nightly and the report open through it);
+``Store.open`` is the one create-or-check policy (the CLI, nightly and the report open through it; the
+runtime lookup opens read-only without a check, as it reads the revision itself without Alembic);
 ``rows``: record <-> row mappings derived from the dataclasses; ``models``: the tables; ``urls``;
 ``optuna_study``: the Optuna study copy, the one module that knows Optuna's private models.
 

@@ -24,9 +24,8 @@ def collect(
     """Everything the report shows. ``since``: only keys, verifications and runs from then on;
     ``run_id``: the run the report is about (default: the newest)."""
     runs = store.verifications.runs(since=since)
-    states = (
-        store.history.key_states()
-    )  # every key: the current state is always shown, ``since`` bounds history
+    # every key: the current state is always shown, ``since`` bounds history
+    states = store.history.key_states()
     verifications = store.verifications.recorded(since=since)
     by_key_ver: dict[int, list[Any]] = {}
     for v in verifications:
