@@ -354,8 +354,9 @@ def test_consumers_take_anything_shaped_like_the_role(store):
         def transfer(self, kernel_name, space_hash, env, exclude_key_id=None, params=None):
             return [(7, {"M": 8}, {"c": 1}, 1e-3, 0.5)]
 
-    assert isinstance(Canned(), HistorySource)
-    (pt,) = load_history(Canned(), "fp8_gemm", space, ENV)
+    history = Canned()
+    assert isinstance(history, HistorySource)
+    (pt,) = load_history(history, "fp8_gemm", space, ENV)
     assert (pt.dims, pt.config, pt.time_s, pt.weight, pt.group) == ({"M": 8}, {"c": 1}, 1e-3, 0.5, 7)
 
 
