@@ -1,8 +1,8 @@
 """Alembic environment of autotune's tables (prefixed ``autotune_``; Optuna's tables in the same database
 are left alone).
 
-At run time ``autotune.store.Store.upgrade`` passes its own connection, already inside a transaction
-and holding the migration lock, in ``config.attributes["connection"]``. For development, run from the
+At run time ``store.schema.upgrade`` (``autotune.store.schema``) passes its own connection, already inside
+a transaction and holding the migration lock, in ``config.attributes["connection"]``. For development, run from the
 repo root with the alembic.ini there:
     alembic -x db=sqlite:///dev.db upgrade head
     alembic -x db=sqlite:///dev.db revision --autogenerate -m "what changed"
@@ -56,7 +56,7 @@ def main() -> None:
         return
     store = Store(url)
     try:
-        with store.engine.begin() as conn:
+        with store.db.engine.begin() as conn:
             run_migrations(conn)
     finally:
         store.close()

@@ -1,5 +1,6 @@
-"""The best-config record: what the store keeps per tuning key, what `autotune export` writes and what
-the runtime lookup reads. Plain data, importable without SQLAlchemy."""
+"""The records the store hands out, as plain data importable without SQLAlchemy: the best config of a
+tuning key (what `autotune export` writes and the runtime lookup reads) and a key's state (what
+`autotune show`, the nightly planner, the report and the exports read)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,43 @@ class BestRecord:
         values["updated_at"] = datetime.fromisoformat(d["updated_at"])
         values["dims"] = {str(k): int(v) for k, v in d["dims"].items()}
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """One tuning key as the readers see it: its identity and environment, what was measured under it and its
+    best row (``best_*``: None while no config ran ok). The store derives it from the columns of the same
+    names (``autotune.store.rows.key_state``): a new field here needs only a column of that name."""
+
+    key_id: int
+    kernel_name: str
+    source_hash: str
+    space_hash: str
+    study_name: str
+    shape_key: str
+    dims: dict[str, int]
+    dtypes_key: str
+    dtypes: dict[str, str]
+    env_hash: str
+    device_name: str
+    cc: str
+    torch: str
+    triton: str
+    driver: str
+    cuda: str
+    created_at: datetime
+    #: trials stored under the key by status (finalists' re-timings included; statuses with none absent)
+    counts: dict[str, int]
+    #: distinct configs a search evaluated (status not invalid): what the planner compares to a budget
+    measured: int
+    #: claims some process holds right now (``autotune show``'s "running")
+    running: int
+    best_config: dict[str, Any] | None
+    best_time_s: float | None
+    best_tflops: float | None
+    best_trial_id: int | None
+
+    @property
+    def trials(self) -> int:
+        """Every trial stored under the key."""
+        return sum(self.counts.values())

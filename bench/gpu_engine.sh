@@ -72,11 +72,11 @@ echo "e wall_s=$(since $t0)" | tee "$OUT/e.time"
 python3 - "$OUT/e.db" <<'PY' | tee "$OUT/e_check.txt"
 import sys
 from autotune.store import Store
-s = Store(sys.argv[1]); key = s.summary()[0]
-trials = s.trials(key["key_id"])
+s = Store(sys.argv[1]); key = s.history.key_states()[0]
+trials = s.trials.recorded(key.key_id)
 ran = [t for t in trials if t.status.value != "invalid"]
-print(f"e: processes=4 trials={len(trials)} measured={len(ran)} duplicates={s.duplicate_measurements()} "
-      f"running_claims={len(s.running_claims(key['key_id']))} best={s.best('gemm_fp8')[0].time_s*1e6:.2f}us")
+print(f"e: processes=4 trials={len(trials)} measured={len(ran)} duplicates={s.trials.duplicate_measurements()} "
+      f"running_claims={len(s.claims.running(key.key_id))} best={s.trials.best('gemm_fp8')[0].time_s*1e6:.2f}us")
 PY
 fi
 want tests && python3 -m pytest -q -m gpu tests/ -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"; tail -2 "$OUT/gpu_tests.log"

@@ -10,5 +10,5 @@ from autotune.tuning.replay import history_store
 
 if __name__ == "__main__":
     store = history_store([load_landscape(p) for p in sys.argv[2:]], sys.argv[1])
-    print(f"{sys.argv[1]}: {len(sys.argv) - 2} landscapes, {len(store.summary())} keys")
+    print(f"{sys.argv[1]}: {len(sys.argv) - 2} landscapes, {len(store.history.key_states())} keys")
     store.close()

@@ -48,7 +48,7 @@ def replay(land: Landscape, strategy: str, budget: int, seed: int, db: str) -> d
     settings = SearchSettings(trials=budget, strategy=strategy, seed=seed, devices="sim:0", compile_workers=0)
     info = WorkerInfo(land.meta, land.facts, land.env, "sim:0", 1)
     with Store(db) as store:
-        store.upgrade()
+        store.schema.upgrade()
         with Tuner("replay", store, settings, backend=SimulatedBackend(info, land.answer)) as tuner:
             tuner.start()
             report = tuner.search_shape(dict(land.meta.default_shapes[0]))

@@ -46,13 +46,13 @@ def run(
         compile_workers=workers,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp, Store(db or f"sqlite:///{tmp}/sim.db") as store:
-        store.upgrade()
+        store.schema.upgrade()
         t0 = time.monotonic()
         with Tuner("sim", store, settings, backend=backend) as tuner:
             tuner.start()
             report = tuner.search_shape(dict(land.meta.default_shapes[0]))
         wall = time.monotonic() - t0
-        dups = store.duplicate_measurements()
+        dups = store.trials.duplicate_measurements()
     return {
         "devices": devices,
         "strategy": strategy,

@@ -73,7 +73,7 @@ def store(db_url):
     from autotune.store import Store
 
     s = Store(db_url)
-    s.upgrade()
+    s.schema.upgrade()
     yield s
     s.close()
 
@@ -87,11 +87,11 @@ def wait_for_trials(store, n: int, timeout_s: float = 300.0) -> list:
     while time.monotonic() < deadline:
         time.sleep(0.5)
         try:
-            rows = store.summary()
+            rows = store.history.key_states()
         except Exception:
             continue
-        if rows and rows[0]["trials"] >= n:
-            return store.trials(rows[0]["key_id"])
+        if rows and rows[0].trials >= n:
+            return store.trials.recorded(rows[0].key_id)
     return []
 
 
@@ -103,9 +103,11 @@ def expected_best(store, key_id: int) -> tuple[str, float, int]:
 
     from autotune.trial import TrialStatus, config_hash
 
-    search = {config_hash(t.config): t.time_s for t in store.trials(key_id) if t.status is TrialStatus.OK}
+    search = {
+        config_hash(t.config): t.time_s for t in store.trials.recorded(key_id) if t.status is TrialStatus.OK
+    }
     samples: dict[str, list[float]] = {}
-    for t in store.trials(key_id, retimed=True):
+    for t in store.trials.recorded(key_id, retimed=True):
         if t.status is TrialStatus.OK:
             samples.setdefault(config_hash(t.config), []).append(t.time_s)
     finalists = [h for h, v in samples.items() if len(v) > 1]

@@ -219,7 +219,7 @@ def test_finalists_are_retimed_and_the_best_keeps_their_median(sqlite_url):
         devices="sim:0", strategy="auto", trials=12, seed=0, compile_workers=0, retime_top=3
     )
     store = Store(sqlite_url)
-    store.upgrade()
+    store.schema.upgrade()
     with Tuner("sim", store, settings, backend=SimulatedBackend(info, noisy)) as tuner:
         tuner.start()
         report = tuner.search_shape({"N": 16})
@@ -227,11 +227,11 @@ def test_finalists_are_retimed_and_the_best_keeps_their_median(sqlite_url):
     assert all(f.samples == 4 for f in report.finalists)  # the search's sample + 3 interleaved rounds
     medians = [f.median_s for f in report.finalists]
     assert medians == sorted(medians)
-    best = store.best("sim_kernel")[0]
+    best = store.trials.best("sim_kernel")[0]
     assert best.samples == 4 and best.time_s == pytest.approx(medians[0]) and best.spread > 0
     assert best.config == report.finalists[0].config
-    assert store.duplicate_measurements() == 0  # re-timings are not duplicate evaluations
-    assert sum(store.trial_counts(best.key_id).values()) == report.evaluations
+    assert store.trials.duplicate_measurements() == 0  # re-timings are not duplicate evaluations
+    assert sum(store.trials.counts(best.key_id).values()) == report.evaluations
 
 
 def test_landscape_export_and_replay_cli(tmp_path, sqlite_url):
@@ -294,7 +294,7 @@ def test_timeout_holds_within_the_evaluation_timing_when_it_passes(sqlite_url):
         devices="sim:0", strategy="tpe", trials=200, seed=0, compile_workers=2, timeout_s=1.0, retime_top=0
     )
     store = Store(sqlite_url)
-    store.upgrade()
+    store.schema.upgrade()
     backend = SimulatedBackend(info, slow, eval_s=0.25)
     with Tuner("sim", store, settings, backend=backend) as tuner:
         tuner.start()
@@ -304,9 +304,9 @@ def test_timeout_holds_within_the_evaluation_timing_when_it_passes(sqlite_url):
     assert 2 <= len(timed) == len(starts) < 200
     # the deadline is 1 s after the shape's set-up (some ms after t0): at most one evaluation starts after it
     assert len([t for t in starts if t > t0 + 1.3]) <= 1
-    key = store.summary()[0]["key_id"]
-    assert report.evaluations == len(store.trials(key)) == len(timed)
-    assert store.running_claims(key) == {}  # the handed-back candidates' claims are released
+    key = store.history.key_states()[0].key_id
+    assert report.evaluations == len(store.trials.recorded(key)) == len(timed)
+    assert store.claims.running(key) == {}  # the handed-back candidates' claims are released
 
 
 def test_a_config_measured_once_does_not_outrank_the_finalists_it_lost_to():
@@ -356,7 +356,7 @@ def test_transfer_history_reads_the_kernels_other_spaces_weighted_lower(sqlite_u
     store = history_store(lands, sqlite_url)
     env = {"gpu_name": "Sim GPU", "torch": "replay", "triton": "replay", "driver": "replay", "cuda": "replay"}
     space = Space.from_dict(SPACE)
-    rows = store.transfer_history("shifting", space.hash(), env, params=[p.name for p in space.params])
+    rows = store.history.transfer("shifting", space.hash(), env, params=[p.name for p in space.params])
     by_n: dict[int, set[float]] = {}
     keys: dict[int, set[int]] = {}
     for key_id, dims, _, _, weight in rows:
@@ -367,7 +367,7 @@ def test_transfer_history_reads_the_kernels_other_spaces_weighted_lower(sqlite_u
     assert len(keys[8]) == len(keys[32]) == 1 and keys[8] != keys[32]
     assert len(rows) == sum(r.timed for land in lands[:2] for r in land.results.values())
     # without this space's parameter names: this space only
-    same = store.transfer_history("shifting", space.hash(), env)
+    same = store.history.transfer("shifting", space.hash(), env)
     assert {d["N"] for _, d, _, _, _ in same} == {8}
     store.close()
 
@@ -417,7 +417,7 @@ def test_a_search_over_an_edited_space_learns_from_the_old_spaces_shapes(sqlite_
     reads their measurements, and the report says how many. Narrowed (A up to 6) or widened (a parameter D
     the old configs lack, so they stay configs of the new space), the history is kept."""
     store = Store(sqlite_url)
-    store.upgrade()
+    store.schema.upgrade()
 
     def search(spec: dict, n: int, trials: int):
         space = Space.from_dict(spec)
@@ -428,7 +428,7 @@ def test_a_search_over_an_edited_space_learns_from_the_old_spaces_shapes(sqlite_
             return tuner.search_shape({"N": n})
 
     def ok_so_far() -> int:
-        return sum(store.trial_counts(k["key_id"]).get("ok", 0) for k in store.summary())
+        return sum(store.trials.counts(k.key_id).get("ok", 0) for k in store.history.key_states())
 
     assert search(SPACE, 8, 30).history_points == 0
     before = ok_so_far()

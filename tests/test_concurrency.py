@@ -64,25 +64,25 @@ def run_many(url: str, n: int, env: dict | None = None) -> list[subprocess.Compl
 
 def check_no_duplicates(url: str) -> None:
     store = Store(url)
-    rows = store.summary()
+    rows = store.history.key_states()
     assert len(rows) == 1, rows
-    key = rows[0]["key_id"]
-    trials = store.trials(key)
+    key = rows[0].key_id
+    trials = store.trials.recorded(key)
     ran = [t for t in trials if t.status is not TrialStatus.INVALID]
     hashes = [config_hash(t.config) for t in ran]
     assert len(hashes) == len(set(hashes)), "a config was measured twice"
-    assert store.duplicate_measurements() == 0
+    assert store.trials.duplicate_measurements() == 0
     assert len(set(hashes)) == SPACE_SIZE and all(t.status is TrialStatus.OK for t in ran)
-    assert store.running_claims(key) == {}
+    assert store.claims.running(key) == {}
     # a consistent best row: the lowest median over each config's measurements (its search trial and the
     # finalists' re-timings, which every searcher adds), a once-measured config not outranking the finalists
     want_hash, want_median, want_samples = expected_best(store, key)
-    best = store.best("tiny")
+    best = store.trials.best("tiny")
     assert len(best) == 1 and best[0].time_s == pytest.approx(want_median)
     assert config_hash(best[0].config) == want_hash and best[0].samples == want_samples
     import optuna
 
-    study = optuna.load_study(study_name=rows[0]["study_name"], storage=url)
+    study = optuna.load_study(study_name=rows[0].study_name, storage=url)
     assert all(t.state.is_finished() for t in study.trials)
     ids = [t.user_attrs["autotune_trial_id"] for t in study.trials]
     assert len(ids) == len(set(ids)) == len(trials)
@@ -120,13 +120,13 @@ def test_kill_9_mid_search_then_rerun(sqlite_url):
     assert done, "the search never stored a trial"
     os.killpg(proc.pid, signal.SIGKILL)  # the orchestrator and its worker, mid-evaluation
     proc.wait(timeout=30)
-    key = store.summary()[0]["key_id"]
-    assert store.running_claims(key), "a claim should have been in flight"
-    before = store.trials(key)
+    key = store.history.key_states()[0].key_id
+    assert store.claims.running(key), "a claim should have been in flight"
+    before = store.trials.recorded(key)
     assert before[: len(done)] == done
     # rerun on the same host: the dead owner's claim is taken over at once, nothing is measured twice
     rerun = subprocess.run(search_cmd(sqlite_url), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    after = store.trials(key)
+    after = store.trials.recorded(key)
     assert after[: len(before)] == before, "a finished trial was lost"
     check_no_duplicates(sqlite_url)

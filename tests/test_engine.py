@@ -77,7 +77,7 @@ def sim_tuner(url: str, devices: int, **settings) -> Tuner:
     backend = SimulatedBackend(sim_info(space, {"A": 1, "B": 1, "C": "x"}), synthetic, eval_s=0.002)
     s = SearchSettings(devices=",".join(f"sim:{i}" for i in range(devices)), **settings)
     tuner = Tuner("sim", Store(url), s, backend=backend)
-    tuner.store.upgrade()
+    tuner.store.schema.upgrade()
     return tuner
 
 
@@ -164,12 +164,12 @@ def test_search_with_simulated_devices(sqlite_url, devices):
     assert report.best.config == {"A": 4, "B": 3, "C": "y"}
     assert set(report.devices) == {f"sim:{i}" for i in range(devices)}
     store = tuner.store
-    key = store.summary()[0]["key_id"]
-    trials = store.trials(key)
+    key = store.history.key_states()[0].key_id
+    trials = store.trials.recorded(key)
     # the finalists' re-timings are extra trials on one device, never copied to the study
-    assert len(store.trials(key, retimed=True)) == len(trials) + 3 * 3 and len(report.finalists) == 3
+    assert len(store.trials.recorded(key, retimed=True)) == len(trials) + 3 * 3 and len(report.finalists) == 3
     assert {t.device for t in trials if t.status is TrialStatus.OK} == set(report.devices)
-    assert store.duplicate_measurements() == 0 and store.running_claims(key) == {}
+    assert store.trials.duplicate_measurements() == 0 and store.claims.running(key) == {}
     # the Optuna study in the database: every trial, finished, with real times (no penalty values)
     import optuna
 
@@ -191,11 +191,14 @@ def test_budget_and_strategies_on_simulated_devices(sqlite_url):
             report = tuner.search_shape({"N": 8})
         assert report.evaluations == 7, strategy  # --trials budgets every strategy, exhaustive too
     store = Store(sqlite_url)
-    key = store.summary()[0]["key_id"]
-    assert store.duplicate_measurements() == 0
+    key = store.history.key_states()[0].key_id
+    assert store.trials.duplicate_measurements() == 0
     # later searches reuse, never re-measure: 21 distinct configs in all
     assert (
-        len({config_hash(t.config) for t in store.trials(key) if t.status is not TrialStatus.INVALID}) == 21
+        len(
+            {config_hash(t.config) for t in store.trials.recorded(key) if t.status is not TrialStatus.INVALID}
+        )
+        == 21
     )
 
 
@@ -221,8 +224,8 @@ def test_concurrent_searchers_split_the_work(db_url):
     store = Store(db_url)
     valid = list(Space.from_dict(SPACE).enumerate({"cc": 0}))
     assert sum(r.evaluations for r in reports) == len(valid)
-    assert store.duplicate_measurements() == 0
-    best = store.best("sim_kernel")
+    assert store.trials.duplicate_measurements() == 0
+    best = store.trials.best("sim_kernel")
     assert len(best) == 1 and best[0].config == {"A": 4, "B": 3, "C": "y"}
 
 
@@ -238,7 +241,7 @@ def test_replay_of_a_recorded_h200_landscape(sqlite_url):
         SearchSettings(devices="sim:0,sim:1", strategy="exhaustive", trials=5000, compile_workers=2),
         backend=SimulatedBackend(info, land.answer),
     )
-    tuner.store.upgrade()
+    tuner.store.schema.upgrade()
     with tuner:
         tuner.start()
         shape = land.meta.default_shapes[0]

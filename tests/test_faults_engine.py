@@ -81,7 +81,7 @@ def test_a_hanging_candidate_costs_the_adapted_timeout_not_the_fixed_one(tmp_pat
     from autotune.store import Store
 
     store = Store(f"sqlite:///{db}")
-    trials = {t.config["MODE"]: t for t in store.trials(store.summary()[0]["key_id"])}
+    trials = {t.config["MODE"]: t for t in store.trials.recorded(store.history.key_states()[0].key_id)}
     hang = trials["hang_run"]
     assert hang.status.value == "timeout" and "within 10 s" in hang.error, hang.error
     assert time.monotonic() - t0 < 100  # the fixed bound alone would take 120 s
@@ -138,12 +138,12 @@ def test_database_going_away_mid_search_is_one_line_and_a_rerun_resumes(tmp_path
             check=True, capture_output=True,
         )  # fmt: skip
         store = Store(url)
-        before = store.trials(store.summary()[0]["key_id"])
+        before = store.trials.recorded(store.history.key_states()[0].key_id)
         rerun = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert rerun.returncode == 0, rerun.stderr
-        after = store.trials(store.summary()[0]["key_id"])
+        after = store.trials.recorded(store.history.key_states()[0].key_id)
         assert after[: len(before)] == before, "a finished trial was lost"
-        assert store.duplicate_measurements() == 0 and len(after) == 24
+        assert store.trials.duplicate_measurements() == 0 and len(after) == 24
         store.close()
     finally:
         subprocess.run(["bash", ".ci/start-postgres.sh", "stop"], cwd=ROOT, env=env, capture_output=True)
@@ -180,7 +180,7 @@ def test_search_of_a_10_to_the_12_space_samples_instead_of_listing(tmp_path):
     from autotune.store import Store
 
     store = Store(f"sqlite:///{db}")
-    trials = store.trials(store.summary()[0]["key_id"])
+    trials = store.trials.recorded(store.history.key_states()[0].key_id)
     assert len([t for t in trials if t.status.value == "ok"]) == 3
 
 

@@ -41,15 +41,15 @@ def _fresh_cache():
 
 
 def tune(store: Store, dims: dict[str, int], config: dict, kernel: str = "gemm") -> None:
-    key = store.ensure_key(kernel, "a" * 64, "s" * 64, {}, dims, format_shape(dims), {"a": "bfloat16"}, ENV)
-    store.record_trial(key.id, TrialResult(TrialStatus.OK, config, time_s=1e-5))
-    assert store.refresh_best(key.id) is not None
+    key = store.keys.ensure(kernel, "a" * 64, "s" * 64, {}, dims, format_shape(dims), {"a": "bfloat16"}, ENV)
+    store.trials.record(key.id, TrialResult(TrialStatus.OK, config, time_s=1e-5))
+    assert store.trials.refresh_best(key.id) is not None
 
 
 def tuned_sqlite(tmp_path: Path, name: str, config: dict, kernel: str = "gemm") -> str:
     url = f"sqlite:///{tmp_path / name}"
     with Store(url) as store:
-        store.upgrade()
+        store.schema.upgrade()
         tune(store, {"M": 64}, config, kernel=kernel)
     return normalize_db_url(url)
 
@@ -129,7 +129,7 @@ def test_locked_sqlite_gives_the_default_fast_and_caches_the_failure(locked_sqli
 def test_lookup_timeouts_are_short(tmp_path):
     url = tuned_sqlite(tmp_path, "a.db", {"BLOCK": 64})
     assert best_config("gemm", db=url, device="cpu", M=64) == {"BLOCK": 64}
-    with lookup._stores[url].engine.connect() as conn:
+    with lookup._stores[url].db.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 250
         assert conn.exec_driver_sql("PRAGMA query_only").scalar() == 1
 
@@ -137,10 +137,10 @@ def test_lookup_timeouts_are_short(tmp_path):
 @pytest.mark.postgres
 def test_postgres_lookup_timeouts_are_short(pg_url):
     with Store(pg_url) as store:
-        store.upgrade()
+        store.schema.upgrade()
         tune(store, {"M": 64}, {"BLOCK": 64})
     assert best_config("gemm", db=pg_url, device="cpu", M=64) == {"BLOCK": 64}
-    with lookup._stores[pg_url].engine.connect() as conn:
+    with lookup._stores[pg_url].db.engine.connect() as conn:
         assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "500ms"
         assert conn.exec_driver_sql("SHOW default_transaction_read_only").scalar() == "on"
     lookup._stores[pg_url].close()  # the fixture drops the database afterwards
@@ -313,7 +313,7 @@ def test_lookup_warning_never_shows_a_password(template, closed_port, caplog):
 
 def test_newer_schema_warns_once_and_gives_the_default(db_url, caplog):
     with Store(db_url) as store:
-        store.upgrade()
+        store.schema.upgrade()
         tune(store, {"M": 64}, {"BLOCK": 64})
     engine = create_engine(normalize_db_url(db_url))
     with engine.begin() as conn:

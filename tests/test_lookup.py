@@ -52,11 +52,11 @@ def tune(
     time_s: float = 1e-5,
     **env,
 ) -> None:
-    key = store.ensure_key(
+    key = store.keys.ensure(
         kernel, source, "s" * 64, {}, dims, format_shape(dims), {"a": "bfloat16"}, {**ENV, **env}
     )
-    store.record_trial(key.id, TrialResult(TrialStatus.OK, config, time_s=time_s))
-    assert store.refresh_best(key.id) is not None
+    store.trials.record(key.id, TrialResult(TrialStatus.OK, config, time_s=time_s))
+    assert store.trials.refresh_best(key.id) is not None
 
 
 def warnings_of(caplog) -> list[str]:
@@ -111,7 +111,7 @@ def test_missing_db_file_warns_once(tmp_path, caplog):
 
 def test_db_without_schema_warns_once(db_url, caplog):
     with Store(db_url) as store:
-        store.schema_status()  # SQLite: creates the (empty) database file
+        store.schema.status()  # SQLite: creates the (empty) database file
     with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
         for _ in range(5):
             assert best_config("gemm", db=db_url, device="cpu", default=DEFAULT, M=64) is DEFAULT
@@ -140,12 +140,14 @@ def test_bad_url_or_shape_never_raises(caplog):
 
 def test_cache_hits_do_not_query(sqlite_url, monkeypatch):
     with Store(sqlite_url) as store:
-        store.upgrade()
+        store.schema.upgrade()
         tune(store, {"M": 64}, {"BLOCK": 64})
         tune(store, {"M": 1024}, {"BLOCK": 128})
     assert best_config("gemm", db=sqlite_url, device="cpu", M=64) == {"BLOCK": 64}
     queries = []
-    event.listen(lookup._stores[sqlite_url].engine, "before_cursor_execute", lambda *a: queries.append(a[2]))
+    event.listen(
+        lookup._stores[sqlite_url].db.engine, "before_cursor_execute", lambda *a: queries.append(a[2])
+    )
     path = Path(sqlite_url.removeprefix("sqlite:///"))
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -163,7 +165,7 @@ def test_cache_hits_do_not_query(sqlite_url, monkeypatch):
 
 def test_returns_a_copy(sqlite_url):
     with Store(sqlite_url) as store:
-        store.upgrade()
+        store.schema.upgrade()
         tune(store, {"M": 64}, {"BLOCK": 64, "order": [1, 0]})
     got = best_config("gemm", db=sqlite_url, device="cpu", M=64)
     got["BLOCK"] = -1
@@ -173,7 +175,7 @@ def test_returns_a_copy(sqlite_url):
 
 def test_uses_autotune_db_env(sqlite_url, monkeypatch):
     with Store(sqlite_url) as store:
-        store.upgrade()
+        store.schema.upgrade()
         tune(store, {"M": 64}, {"BLOCK": 64})
     monkeypatch.setenv("AUTOTUNE_DB", sqlite_url)
     assert best_config("gemm", device="cpu", M=64) == {"BLOCK": 64}
@@ -207,7 +209,7 @@ def test_version_and_source_preference(store, monkeypatch, caplog):
 
 def test_import_is_light(sqlite_url):
     with Store(sqlite_url) as store:
-        store.upgrade()
+        store.schema.upgrade()
         tune(store, {"M": 64}, {"BLOCK": 64})
     code = (
         "import sys\n"

@@ -34,7 +34,7 @@ def schema_diffs(store: Store) -> list:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    with store.engine.connect() as conn:
+    with store.db.engine.connect() as conn:
         ctx = MigrationContext.configure(
             conn, opts={"version_table": VERSION_TABLE, "include_name": include_name, "compare_type": True}
         )
@@ -50,9 +50,9 @@ def test_migrations_dir_in_a_checkout():
 
 def test_migrated_schema_matches_models(db_url):
     store = Store(db_url)
-    store.upgrade()
+    store.schema.upgrade()
     assert schema_diffs(store) == []
-    ours = {t for t in inspect(store.engine).get_table_names() if t.startswith("autotune_")}
+    ours = {t for t in inspect(store.db.engine).get_table_names() if t.startswith("autotune_")}
     assert ours == {t.name for t in Base.metadata.sorted_tables} | {VERSION_TABLE}
     store.close()
 
@@ -63,15 +63,15 @@ def test_downgrade_and_upgrade_again(db_url):
     from autotune.store import _alembic_config
 
     store = Store(db_url)
-    store.upgrade()
-    with store.engine.begin() as conn:
+    store.schema.upgrade()
+    with store.db.engine.begin() as conn:
         cfg = _alembic_config()
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, "base")
-    ours = {t for t in inspect(store.engine).get_table_names() if t.startswith("autotune_")}
+    ours = {t for t in inspect(store.db.engine).get_table_names() if t.startswith("autotune_")}
     assert ours <= {VERSION_TABLE}
-    assert store.schema_status()[0] is None
-    store.upgrade()
+    assert store.schema.status()[0] is None
+    store.schema.upgrade()
     assert schema_diffs(store) == []
     store.close()
 
@@ -81,7 +81,7 @@ def test_optuna_tables_coexist(db_url, optuna_first):
     import optuna
 
     def make_optuna_study():
-        storage = optuna.storages.RDBStorage(db_url, engine_kwargs=Store(db_url).optuna_engine_kwargs())
+        storage = optuna.storages.RDBStorage(db_url, engine_kwargs=Store(db_url).db.optuna_engine_kwargs())
         study = optuna.create_study(
             storage=storage, study_name="fp8_gemm|M=64", direction="minimize", load_if_exists=True
         )
@@ -92,19 +92,19 @@ def test_optuna_tables_coexist(db_url, optuna_first):
     if optuna_first:
         make_optuna_study()
     store = Store(db_url)
-    assert store.upgrade()[0] is None  # Optuna's alembic_version is not ours
+    assert store.schema.upgrade()[0] is None  # Optuna's alembic_version is not ours
     # our upgrade also set up Optuna's schema (at its head), so concurrent searches never race creating it
     storage = optuna.storages.RDBStorage(db_url)
     assert storage.get_current_version() == storage.get_head_version()
     storage.engine.dispose()
     if not optuna_first:
         make_optuna_study()
-    tables = set(inspect(store.engine).get_table_names())
+    tables = set(inspect(store.db.engine).get_table_names())
     assert {"alembic_version", VERSION_TABLE, "studies", "trials", "autotune_trials"} <= tables
-    store.check_schema()
+    store.schema.check()
     assert schema_diffs(store) == []  # Optuna's tables are not ours to diff (include_name)
-    key = store.ensure_key("fp8_gemm", "s" * 64, "p" * 64, {}, {"M": 64}, "M=64", {}, ENV)
-    assert store.ensure_key("fp8_gemm", "s" * 64, "p" * 64, {}, {"M": 64}, "M=64", {}, ENV) == key
+    key = store.keys.ensure("fp8_gemm", "s" * 64, "p" * 64, {}, {"M": 64}, "M=64", {}, ENV)
+    assert store.keys.ensure("fp8_gemm", "s" * 64, "p" * 64, {}, {"M": 64}, "M=64", {}, ENV) == key
     storage = optuna.storages.RDBStorage(db_url)
     assert len(optuna.load_study(study_name="fp8_gemm|M=64", storage=storage).trials) == 2
     storage.engine.dispose()
@@ -157,7 +157,7 @@ def test_wheel_ships_migrations(tmp_path):
     env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
     code = (
         "import autotune, autotune.store as s; from autotune.store import Store;"
-        "print(autotune.__file__); print(s.migrations_dir()); print(Store('sqlite:///x.db').upgrade())"
+        "print(autotune.__file__); print(s.migrations_dir()); print(Store('sqlite:///x.db').schema.upgrade())"
     )
     out = subprocess.run(
         [str(venv / "bin" / "python"), "-c", code],
@@ -194,9 +194,9 @@ def test_upgrade_from_a_database_written_by_0001(tmp_path):
     assert trials_before and best_before
     store = Store(f"sqlite:///{db}")
     with pytest.raises(SchemaOutOfDateError, match="autotune db upgrade"):
-        store.check_schema()
-    assert store.upgrade() == ("0001", "0004")
-    store.check_schema()
+        store.schema.check()
+    assert store.schema.upgrade() == ("0001", "0004")
+    store.schema.check()
     assert schema_diffs(store) == []
     with sqlite3.connect(db) as conn:
         assert conn.execute(
@@ -206,13 +206,13 @@ def test_upgrade_from_a_database_written_by_0001(tmp_path):
             conn.execute("SELECT key_id, trial_id, config FROM autotune_best_configs").fetchall()
             == best_before
         )
-    key_id = store.summary()[0]["key_id"]
-    stored = store.trials(key_id)
+    key_id = store.history.key_states()[0].key_id
+    stored = store.trials.recorded(key_id)
     # every evaluated config is claimed done: a search on the upgraded database never re-measures it
     for t in stored:
-        claim = store.claim(key_id, config_hash(t.config), Owner(), lease_s=30)
+        claim = store.claims.claim(key_id, config_hash(t.config), Owner(), lease_s=30)
         assert claim.state is ClaimState.DONE
-    assert store.best("matmul_cpu")[0].trial_id == best_before[0][1]
+    assert store.trials.best("matmul_cpu")[0].trial_id == best_before[0][1]
     store.close()
 
 
@@ -229,28 +229,28 @@ def test_0003_adds_the_nightly_tables_and_keeps_every_row(db_url):
     store = Store(db_url)
 
     def migrate(fn, rev: str) -> None:
-        with store.engine.begin() as conn:
+        with store.db.engine.begin() as conn:
             cfg = _alembic_config()
             cfg.attributes["connection"] = conn
             fn(cfg, rev)
 
     migrate(command.upgrade, "0002")
-    assert not nightly & set(inspect(store.engine).get_table_names())
+    assert not nightly & set(inspect(store.db.engine).get_table_names())
     # raw SQL: the models are at head, which may be past 0003
-    with store.engine.begin() as conn:
+    with store.db.engine.begin() as conn:
         conn.execute(
             text("INSERT INTO autotune_kernels (name, source_hash, created_at) VALUES ('k', 'a', :t)"),
             {"t": datetime.now(timezone.utc)},
         )
 
     def kernels() -> list:
-        with store.engine.connect() as conn:
+        with store.db.engine.connect() as conn:
             return conn.execute(text("SELECT name, source_hash FROM autotune_kernels")).all()
 
     migrate(command.upgrade, "0003")
-    assert nightly <= set(inspect(store.engine).get_table_names())
+    assert nightly <= set(inspect(store.db.engine).get_table_names())
     assert kernels() == [("k", "a")]
     migrate(command.downgrade, "0002")
-    assert not nightly & set(inspect(store.engine).get_table_names())
+    assert not nightly & set(inspect(store.db.engine).get_table_names())
     assert kernels() == [("k", "a")]
     store.close()

@@ -118,7 +118,7 @@ def test_cpu_job_end_to_end(url, tmp_path):
     assert len(report["runs"]) == 2 and report["run"]["run_id"] == summary["run_id"]
     assert (tmp_path / "report" / "report.html").stat().st_size > 1_000_000  # plotly.js inlined
     store = Store(url)
-    assert store.duplicate_measurements() == 0 and len(store.verifications()) == 1
+    assert store.trials.duplicate_measurements() == 0 and len(store.verifications.recorded()) == 1
 
 
 def test_recorded_misses_flow_into_the_next_job(sqlite_url, tmp_path):
@@ -146,14 +146,16 @@ def test_recorded_misses_flow_into_the_next_job(sqlite_url, tmp_path):
         in plan.stderr
     )
     assert autotune("nightly", str(requested)).returncode == 0
-    assert Store(sqlite_url).best("matmul_cpu", shape_key="M=96,N=64,K=64")
+    assert Store(sqlite_url).trials.best("matmul_cpu", shape_key="M=96,N=64,K=64")
 
 
 def test_injected_regression_fails_the_second_run(sqlite_url, tmp_path):
     job = write_job(tmp_path, sqlite_url, verify=False)
     assert autotune("nightly", str(job)).returncode == 0
     store = Store(sqlite_url)
-    with store.engine.begin() as conn:  # the stored best claims a time no CPU reaches: every repeat is slower
+    with (
+        store.db.engine.begin() as conn
+    ):  # the stored best claims a time no CPU reaches: every repeat is slower
         conn.execute(text("UPDATE autotune_best_configs SET time_s = 1e-9"))
         conn.execute(
             text(
@@ -180,7 +182,7 @@ def test_two_concurrent_runs_never_measure_twice(sqlite_url, tmp_path):
         evaluations=6,
         kernels=[{"file": str(MATMUL), "shapes": ["M=64,N=64,K=64", "M=32,N=64,K=64"]}],
     )
-    Store(sqlite_url).upgrade()
+    Store(sqlite_url).schema.upgrade()
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "autotune", "nightly", str(job)],
@@ -195,7 +197,7 @@ def test_two_concurrent_runs_never_measure_twice(sqlite_url, tmp_path):
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err
     store = Store(sqlite_url)
-    assert store.duplicate_measurements() == 0
-    states = store.key_states("matmul_cpu")
-    assert len(states) == 2 and all(s["measured"] >= 6 for s in states)
-    assert len(store.nightly_runs()) == 2
+    assert store.trials.duplicate_measurements() == 0
+    states = store.history.key_states("matmul_cpu")
+    assert len(states) == 2 and all(s.measured >= 6 for s in states)
+    assert len(store.verifications.runs()) == 2

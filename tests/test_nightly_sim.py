@@ -97,10 +97,12 @@ def test_first_run_tunes_second_verifies_and_resumes_nothing(sqlite_url, tmp_pat
     assert len(second.verifications) == 3
     assert all(v["status"] == "ok" for v in second.verifications), second.verifications
     store = Store(sqlite_url)
-    assert store.duplicate_measurements() == 0
+    assert store.trials.duplicate_measurements() == 0
     # every verification is its own row, with the repeats
-    assert len(store.verifications()) == 3 and all(len(v.samples_s) == 10 for v in store.verifications())
-    runs = store.nightly_runs()
+    assert len(store.verifications.recorded()) == 3 and all(
+        len(v.samples_s) == 10 for v in store.verifications.recorded()
+    )
+    runs = store.verifications.runs()
     assert [r.status for r in runs] == ["done", "done"] and runs[1].summary["verifications"]
 
 
@@ -110,14 +112,14 @@ def test_a_bigger_budget_resumes_the_stored_search(sqlite_url, tmp_path):
     again = run(job(sqlite_url, tmp_path, evaluations=10, verify=None), kernel)
     assert [s["action"] for s in again.shapes] == [RESUME] * 3
     assert [s["evaluations"] for s in again.shapes] == [6, 6, 6]
-    assert Store(sqlite_url).duplicate_measurements() == 0
+    assert Store(sqlite_url).trials.duplicate_measurements() == 0
 
 
 def test_environment_change_warm_starts_from_the_old_best(sqlite_url, tmp_path):
     kernel = NoisyKernel()
     run(job(sqlite_url, tmp_path, kernels=(KernelJob(tmp_path / "sim.py", ({"N": 64},)),)), kernel)
     store = Store(sqlite_url)
-    (old,) = store.key_states("sim_nightly")
+    (old,) = store.history.key_states("sim_nightly")
     upgraded = {**ENV, "torch": "2.13.0", "triton": "3.6.0"}
     again = run(
         job(sqlite_url, tmp_path, kernels=(KernelJob(tmp_path / "sim.py", ({"N": 64},)),)), kernel, upgraded
@@ -126,13 +128,13 @@ def test_environment_change_warm_starts_from_the_old_best(sqlite_url, tmp_path):
     (shape,) = plan["shapes"]
     assert shape["action"] == RETUNE and shape["warm_start"] == 1
     assert "torch 2.12.0 -> 2.13.0" in shape["reason"] and "triton 3.5.0 -> 3.6.0" in shape["reason"]
-    new = [s for s in store.key_states("sim_nightly") if s["key_id"] != old["key_id"]][0]
-    trials = store.trials(new["key_id"])
+    new = [s for s in store.history.key_states("sim_nightly") if s.key_id != old.key_id][0]
+    trials = store.trials.recorded(new.key_id)
     # the default config first (the speedup baseline), then the old best, then the strategy's proposals
     assert trials[0].config == DEFAULT
-    assert trials[1].config == old["best_config"]
+    assert trials[1].config == old.best_config
     # the old key's best is the landscape's best: the warm start found it at once
-    assert new["best_config"] == old["best_config"] == {"A": 4, "B": 3}
+    assert new.best_config == old.best_config == {"A": 4, "B": 3}
     # nothing of the old environment was verified: it is not this machine's
     assert not again.verifications
 
@@ -142,12 +144,12 @@ def test_injected_regression_is_flagged_then_confirmed(db_url, tmp_path):
     j = job(db_url, tmp_path, kernels=(KernelJob(tmp_path / "sim.py", ({"N": 64}, {"N": 8})),))
     run(j, kernel)
     store = Store(db_url)
-    states = {s["shape_key"]: s for s in store.key_states()}
+    states = {s.shape_key: s for s in store.history.key_states()}
     store.close()
     # only N=64's stored best lies
     s = Store(db_url)
-    with s.engine.begin() as conn:
-        kid = states["N=64"]["key_id"]
+    with s.db.engine.begin() as conn:
+        kid = states["N=64"].key_id
         conn.execute(text(f"UPDATE autotune_best_configs SET time_s = time_s / 2 WHERE key_id = {kid}"))
         conn.execute(
             text(
@@ -169,7 +171,7 @@ def test_injected_regression_is_flagged_then_confirmed(db_url, tmp_path):
     assert second.exit_code(fail_on_regression=True) == 1
     assert second.exit_code(fail_on_regression=False) == 0
     # history is kept: one row per run and key
-    assert [v.status for v in Store(db_url).verifications(kid)] == ["regression", "confirmed"]
+    assert [v.status for v in Store(db_url).verifications.recorded(kid)] == ["regression", "confirmed"]
 
 
 def test_a_real_slowdown_of_the_machine_is_flagged(sqlite_url, tmp_path):
@@ -197,7 +199,7 @@ def test_pure_noise_is_never_a_regression_over_20_runs(sqlite_url, tmp_path):
     # the same noise judged by the rank test alone (threshold ~0) does cry wolf sometimes: the test can fail
     noisy = [
         v
-        for v in Store(sqlite_url).verifications()
+        for v in Store(sqlite_url).verifications.recorded()
         if v.p_value is not None and v.p_value < 0.05 and v.ratio and v.ratio > 1.0
     ]
     assert noisy, "expected some p < alpha from noise alone (what the threshold guards against)"
@@ -207,7 +209,7 @@ def test_budget_spent_skips_the_rest(sqlite_url, tmp_path):
     kernel = NoisyKernel()
     result = run(job(sqlite_url, tmp_path, budget_s=1e-9), kernel)
     assert result.stopped and all(s.get("skipped") for s in result.shapes)
-    assert Store(sqlite_url).nightly_runs()[0].status == "done"
+    assert Store(sqlite_url).verifications.runs()[0].status == "done"
 
 
 def test_dry_run_writes_nothing(sqlite_url, tmp_path):
@@ -223,4 +225,4 @@ def test_no_time_left_stores_no_verification(sqlite_url, tmp_path):
     run(job(sqlite_url, tmp_path), kernel)
     late = run(job(sqlite_url, tmp_path, budget_s=1e-9), kernel)
     assert not late.verifications and "verification" in late.stopped
-    assert Store(sqlite_url).verifications() == []  # nothing half-measured is kept as history
+    assert Store(sqlite_url).verifications.recorded() == []  # nothing half-measured is kept as history

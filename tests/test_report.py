@@ -96,7 +96,7 @@ def test_report_cli_and_since(reported, sqlite_url, tmp_path):
 
 
 def test_report_of_an_empty_database(sqlite_url, tmp_path):
-    Store(sqlite_url).upgrade()
+    Store(sqlite_url).schema.upgrade()
     files = write_report(sqlite_url, tmp_path / "empty")
     assert "None." in files[1].read_text()
 

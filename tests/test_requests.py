@@ -31,7 +31,7 @@ def _fresh(monkeypatch):
 
 
 def counts(store: Store) -> dict[tuple[str, str], int]:
-    return {(r.kernel_name, r.shape_key): r.count for r in store.shape_requests()}
+    return {(r.kernel_name, r.shape_key): r.count for r in store.requests.recorded()}
 
 
 def test_fallbacks_are_counted_and_flushed(store):
@@ -44,7 +44,7 @@ def test_fallbacks_are_counted_and_flushed(store):
     best_config("gemm", db=store.url, device="cpu", M=100, N=128)  # recording off for this call: not counted
     assert requests_log.flush() == 4
     assert counts(store) == {("gemm", "M=100,N=128"): 3, ("other", "M=8"): 1}
-    (r,) = [r for r in store.shape_requests("gemm")]
+    (r,) = [r for r in store.requests.recorded("gemm")]
     assert r.device_name == DEVICE and r.dims == {"M": 100, "N": 128} and r.first_seen <= r.last_seen
     # only new counts are written by the next flush; they add up in the database
     assert requests_log.flush() == 0

@@ -36,7 +36,7 @@ def autotune(*args: str, check: bool = True, env: dict | None = None) -> subproc
 
 
 def only_key(store: Store):
-    rows = store.summary()
+    rows = store.history.key_states()
     assert len(rows) == 1, rows
     return rows[0]
 
@@ -49,8 +49,8 @@ def url(request):
 def _all_trials(url: str):
     store = Store(url)
     out = []
-    for r in store.summary():
-        out += store.trials(r["key_id"])
+    for r in store.history.key_states():
+        out += store.trials.recorded(r.key_id)
     return store, out
 
 
@@ -79,12 +79,12 @@ def test_search_store_best_and_lookup(url):
     assert any(t.config == {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "ORDER": "mn"} for t in measured)
     # the 3 fastest were re-timed in 3 interleaved rounds; the best is the lowest median of its 4 samples
     samples: dict[str, list[float]] = {}
-    for t in store.trials(store.summary()[0]["key_id"], retimed=True):
+    for t in store.trials.recorded(store.history.key_states()[0].key_id, retimed=True):
         if t.status is TrialStatus.OK:
             samples.setdefault(json.dumps(t.config, sort_keys=True), []).append(t.time_s)
     assert sorted(len(v) for v in samples.values())[-3:] == [4, 4, 4]
     # the 2 configs measured once ranked below the finalists, so they cannot outrank them
-    want_hash, want_median, want_samples = expected_best(store, store.summary()[0]["key_id"])
+    want_hash, want_median, want_samples = expected_best(store, store.history.key_states()[0].key_id)
     assert want_samples == 4
 
     shown = json.loads(autotune("best", "matmul_cpu", "--shape", "K=64,N=64,M=64", "--db", url).stdout)
@@ -112,7 +112,7 @@ def test_resume_measures_nothing_twice(sqlite_url):
     # one study, resumed: Optuna holds the trials of both runs
     import optuna
 
-    study = optuna.load_study(study_name=only_key(store)["study_name"], storage=sqlite_url)
+    study = optuna.load_study(study_name=only_key(store).study_name, storage=sqlite_url)
     assert len(study.trials) >= 8
 
 
@@ -147,7 +147,7 @@ def test_failures_are_statuses_and_known_failures_are_not_retried(sqlite_url):
         "hang_compile": TrialStatus.TIMEOUT,
         "hang_run": TrialStatus.TIMEOUT,
     }
-    best = store.best("faulty")
+    best = store.trials.best("faulty")
     assert len(best) == 1 and best[0].config == {"MODE": "ok"}
     assert "crashed=2" in first.stdout and "timeout=2" in first.stdout
     # a second search reuses every stored result: nothing is compiled or timed again
@@ -193,14 +193,14 @@ def test_two_processes_join_one_postgres_study(pg_url):
     key = only_key(store)
     import optuna
 
-    study = optuna.load_study(study_name=key["study_name"], storage=pg_url)
+    study = optuna.load_study(study_name=key.study_name, storage=pg_url)
     assert all(t.state.is_finished() for t in study.trials), "a trial was left running"
     # the study mirrors our trials table: one finished Optuna trial per stored trial, real times
     measured = [t for t in trials if t.status is not TrialStatus.INVALID]
     ids = [t.user_attrs["autotune_trial_id"] for t in study.trials]
     assert len(ids) == len(set(ids)) == len(trials)
     assert all(t.value is None or t.value < 10 for t in study.trials), "a penalty value was told"
-    assert len(measured) == 8 and store.duplicate_measurements() == 0
+    assert len(measured) == 8 and store.trials.duplicate_measurements() == 0
 
 
 @pytest.mark.parametrize(
@@ -317,11 +317,11 @@ def test_kernel_file_bug_stops_cleanly_and_leaves_no_running_trial(sqlite_url):
     import optuna
 
     store = Store(sqlite_url)
-    study = optuna.load_study(study_name=only_key(store)["study_name"], storage=sqlite_url)
+    study = optuna.load_study(study_name=only_key(store).study_name, storage=sqlite_url)
     states = [t.state for t in study.trials]
     # the database study only ever receives finished trials; the claim in flight was handed back
     assert optuna.trial.TrialState.RUNNING not in states
-    assert store.running_claims(only_key(store)["key_id"]) == {}
+    assert store.claims.running(only_key(store).key_id) == {}
 
 
 def test_gemm_fp8_search_runs_in_the_triton_interpreter(sqlite_url):
@@ -356,7 +356,7 @@ def test_gemm_fp8_search_runs_in_the_triton_interpreter(sqlite_url):
             else {"_autotune_gemm_fp8_splitk_fused"}
         )
         assert set(t.kernels) == expected
-    assert store.best("gemm_fp8")[0].config in [t.config for t in measured]
+    assert store.trials.best("gemm_fp8")[0].config in [t.config for t in measured]
     # without the interpreter the kernel file says what to do, instead of failing every config
     proc = autotune(*args, check=False, env={"TRITON_INTERPRET": "0"})
     assert proc.returncode == 2 and "TRITON_INTERPRET=1" in proc.stderr

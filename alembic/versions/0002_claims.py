@@ -43,7 +43,7 @@ def upgrade() -> None:
     sa.UniqueConstraint('key_id', 'config_hash', name=op.f('uq_autotune_claims_key_id'))
     )
     # SQLite: batch mode copies autotune_trials and drops the original, which other tables reference;
-    # Store.upgrade runs migrations with foreign keys off there and checks them before committing.
+    # store.schema.upgrade runs migrations with foreign keys off there and checks them before committing.
     with op.batch_alter_table('autotune_trials', schema=None) as batch_op:
         batch_op.add_column(sa.Column('device', sa.String(), nullable=True))
         batch_op.drop_constraint(batch_op.f('fk_autotune_trials_reused_from'), type_='foreignkey')

@@ -76,22 +76,12 @@ def handles_errors(fn):
 def _store(db: str | None, *, readonly: bool = False, create: bool = False):
     from autotune.store import Store
 
-    store = Store(db, readonly=readonly)
-    if create:
-        current, _ = store.schema_status()
-        if current is None:
-            # A database without our schema is created in place (under the migration lock); one with an
-            # older schema is never migrated implicitly: check_schema says to run `autotune db upgrade`.
-            store.upgrade()
-    store.check_schema()
-    return store
+    return Store.open(db, readonly=readonly, create=create)
 
 
 def _is_new_db(store) -> bool:
     """No autotune schema yet (a missing SQLite file, or an empty database): search creates it."""
-    if store.sqlite_path and not os.path.exists(store.sqlite_path):
-        return True
-    return store.schema_status()[0] is None
+    return store.schema.missing()
 
 
 def _discard_new_sqlite(created, store) -> None:
@@ -99,10 +89,10 @@ def _discard_new_sqlite(created, store) -> None:
         created.result()
     except Exception:
         pass
-    if store.sqlite_path:
+    if store.db.sqlite_path:
         for suffix in ("", "-wal", "-shm", ".lock"):
             try:
-                os.remove(store.sqlite_path + suffix)
+                os.remove(store.db.sqlite_path + suffix)
             except OSError:
                 pass
 
@@ -210,10 +200,8 @@ def search(
     # Fail fast on an unreachable, outdated or newer database before the worker starts, read-only: nothing
     # is written until every input has been checked (a new SQLite file is created only then).
     store = Store(db, readonly=True)
-    if not (store.sqlite_path and not os.path.exists(store.sqlite_path)):
-        current, _ = store.schema_status()
-        if current is not None:
-            store.check_schema()
+    if not store.schema.missing():
+        store.schema.check()
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -354,7 +342,7 @@ def best(
 
     dims = parse_shape(shape) if shape else None
     store = _store(db, readonly=True)
-    rows = [r for r in store.best(kernel, device_name=device_name) if dims is None or r.dims == dims]
+    rows = [r for r in store.trials.best(kernel, device_name=device_name) if dims is None or r.dims == dims]
     if not rows:
         where = f" for {shape}" if shape else ""
         raise NotFoundError(f"no tuned config of {kernel!r}{where} in {store.masked_url}")
@@ -397,7 +385,7 @@ def show(
 
         out.print(requests_table(store))
         return
-    rows = store.summary()
+    rows = store.history.key_states()
     table = Table(title=f"autotune database {store.masked_url}")
     for col in (
         "kernel",
@@ -411,17 +399,17 @@ def show(
         "TFLOP/s",
     ):
         table.add_column(col)
-    for r in rows:
+    for r in sorted(rows, key=lambda r: (r.kernel_name, r.shape_key, r.key_id)):
         table.add_row(
-            f"{r['kernel']} ({r['source_hash'][:8]})",
-            r["shape"],
-            r["device"],
-            r["study_name"],
-            str(r["trials"]),
-            ", ".join(f"{k}={v}" for k, v in sorted(r["counts"].items())),
-            str(r["running"]),
-            _fmt_time(r.get("best_time_s")),
-            f"{r['best_tflops']:.3g}" if r.get("best_tflops") else "-",
+            f"{r.kernel_name} ({r.source_hash[:8]})",
+            r.shape_key,
+            r.device_name,
+            r.study_name,
+            str(r.trials),
+            ", ".join(f"{k}={v}" for k, v in sorted(r.counts.items())),
+            str(r.running),
+            _fmt_time(r.best_time_s),
+            f"{r.best_tflops:.3g}" if r.best_tflops else "-",
         )
     out.print(table)
     if not rows:
@@ -459,8 +447,8 @@ def export(
             f"{out_file}: the export file's name must end in .json (best_config recognises it so)"
         )
     store = _store(db, readonly=True)
-    kernels = [kernel] if kernel else sorted({r["kernel"] for r in store.summary()})
-    records = [r.to_json() for k in kernels for r in store.best(k)]
+    kernels = [kernel] if kernel else sorted({r.kernel_name for r in store.history.key_states()})
+    records = [r.to_json() for k in kernels for r in store.trials.best(k)]
     if not records:
         raise NotFoundError(f"nothing tuned{f' for {kernel!r}' if kernel else ''} in {store.masked_url}")
     doc = {
@@ -483,7 +471,7 @@ def db_upgrade(db: DbOption = None) -> None:
     from autotune.store import Store
 
     store = Store(db)
-    before, after = store.upgrade()
+    before, after = store.schema.upgrade()
     if before == after:
         out.print(f"{store.masked_url} is up to date (revision {after})", highlight=False)
     else:
@@ -495,7 +483,7 @@ def db_upgrade(db: DbOption = None) -> None:
 def db_check(db: DbOption = None) -> None:
     """Exit 0 if the schema is current, else say what to run (exit 2)."""
     store = _store(db, readonly=True)
-    current, head = store.schema_status()
+    current, head = store.schema.status()
     out.print(f"{store.masked_url}: revision {current} (current)", highlight=False)
 
 

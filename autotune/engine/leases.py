@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("autotune.engine")
 
 
+class LeaseRenewer(Protocol):
+    """What renews the leases: the store's claims role (``autotune.store.protocols.ClaimStore`` has this
+    method; spelled here because engine/ never imports the store)."""
+
+    def renew(self, owner: Any, *, lease_s: float) -> int: ...
+
+
 class LeaseKeeper:
-    def __init__(self, store: Any, owner: Any, lease_s: float):
-        self.store, self.owner, self.lease_s = store, owner, lease_s
+    def __init__(self, claims: LeaseRenewer, owner: Any, lease_s: float):
+        self.claims, self.owner, self.lease_s = claims, owner, lease_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="autotune-leases", daemon=True)
         self.renewals = 0
@@ -28,7 +35,7 @@ class LeaseKeeper:
     def _run(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
             try:
-                self.store.renew_claims(self.owner, lease_s=self.lease_s)
+                self.claims.renew(self.owner, lease_s=self.lease_s)
                 self.renewals += 1
             except Exception as e:  # an outage: the main loop reports it (one line); keep trying meanwhile
                 log.debug("could not renew claim leases: %s", e)

@@ -308,11 +308,11 @@ def _store_for(url: str) -> Store:
     from autotune.store import Store
 
     store = Store(url, readonly=True)
-    if store.is_sqlite:
-        event.listen(store.engine, "do_connect", _sqlite_connect_params)
-        event.listen(store.engine, "connect", _sqlite_query_only)
+    if store.db.is_sqlite:
+        event.listen(store.db.engine, "do_connect", _sqlite_connect_params)
+        event.listen(store.db.engine, "connect", _sqlite_query_only)
     else:
-        event.listen(store.engine, "do_connect", _pg_connect_params)
+        event.listen(store.db.engine, "do_connect", _pg_connect_params)
     with _lock:
         kept = _stores.setdefault(url, store)
     if kept is not store:
@@ -348,13 +348,13 @@ def _pg_connect_params(dialect: Any, conn_rec: Any, cargs: Any, cparams: dict[st
 
 def _read_db(store: Store, kernel: str, device_name: str) -> list[BestRecord]:
     """Every best config of a kernel on a device; raises for a database of a newer schema."""
-    rows = store.best(kernel, device_name=device_name)
+    rows = store.trials.best(kernel, device_name=device_name)
     revision = _revision(store)
     known = _known_revisions()
     if revision is not None and known and not set(revision.split(",")) <= known:
         # a newer autotune migrated it: its rows may not mean what we think. The store words the error
         # (this imports Alembic, on this rare path only).
-        store.check_schema()
+        store.schema.check()
         from autotune.errors import StoreError
 
         raise StoreError(
@@ -369,7 +369,7 @@ def _revision(store: Store) -> str | None:
     from autotune.store.models import VERSION_TABLE
 
     try:
-        with store.engine.connect() as conn:
+        with store.db.engine.connect() as conn:
             revs = sorted(str(r[0]) for r in conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}"))
         return ",".join(revs) or None
     except Exception:

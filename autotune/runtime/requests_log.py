@@ -177,7 +177,7 @@ def _write(target: str, items: list[tuple[_Miss, int]], now: datetime) -> None:
     store = _stores.get(target)
     if store is None:
         store = _stores[target] = Store(target)
-    store.add_requests(list(counts.values()))
+    store.requests.add(list(counts.values()))
 
 
 _stores: dict[str, Any] = {}

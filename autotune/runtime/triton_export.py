@@ -10,10 +10,13 @@ import json
 import pprint
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import NotFoundError, SettingsError
 from autotune.space.triton import CONFIG_FIELDS
+
+if TYPE_CHECKING:
+    from autotune.store.protocols import StoreReader
 
 #: ``triton.Config`` keyword arguments; every other param is a kernel meta-parameter (``kwargs``)
 TRITON_OPTIONS = CONFIG_FIELDS
@@ -28,21 +31,21 @@ def triton_record(config: dict[str, Any]) -> dict[str, Any]:
     return rec
 
 
-def collect(store: Any, kernel: str | None = None, per_shape: int = PER_SHAPE) -> dict[str, Any]:
+def collect(store: StoreReader, kernel: str | None = None, per_shape: int = PER_SHAPE) -> dict[str, Any]:
     """{kernel: {device: {shape: [record, ...]}}} of every key with a best config (newest key wins)."""
     out: dict[str, Any] = {}
-    for s in store.key_states(kernel):
-        if s["best_config"] is None:
+    for s in store.history.key_states(kernel):
+        if s.best_config is None:
             continue
-        timed = sorted((t for t in store.trials(s["key_id"]) if t.timed), key=lambda t: t.time_s)
+        timed = sorted((t for t in store.trials.recorded(s.key_id) if t.timed), key=lambda t: t.time_s)
         # the stored best first (the lowest median once finalists are re-timed), then by search time
-        seen: list[dict[str, Any]] = [dict(s["best_config"])]
+        seen: list[dict[str, Any]] = [dict(s.best_config)]
         for t in timed:
             if t.config not in seen:
                 seen.append(t.config)
             if len(seen) >= per_shape:
                 break
-        out.setdefault(s["kernel"], {}).setdefault(s["device_name"], {})[s["shape_key"]] = [
+        out.setdefault(s.kernel_name, {}).setdefault(s.device_name, {})[s.shape_key] = [
             triton_record(c) for c in seen
         ]
     return out
@@ -69,7 +72,7 @@ def configs(kernel, shape=None, device=None):
 '''
 
 
-def write_triton_configs(store: Any, out_file: Path, *, kernel: str | None = None) -> int:
+def write_triton_configs(store: StoreReader, out_file: Path, *, kernel: str | None = None) -> int:
     """Write the file; returns the number of (kernel, device, shape) lists."""
     if out_file.suffix not in (".py", ".json"):
         raise SettingsError(f"{out_file}: a triton export is a .py or a .json file")

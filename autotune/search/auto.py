@@ -6,7 +6,7 @@ work as with TPE. Per shape:
 1. **Candidates**: the space's valid configs (every one when it can be listed, else a sample of
    ``POOL_SIZE``); it only ever proposes a valid config never measured, failed or pending under this key.
 2. **Prior** (``surrogate.TransferPrior``): trained on every ``ok`` trial of the same kernel under other
-   keys in the store (``Store.transfer_history``: other shapes; other devices, software versions and
+   keys in the store (``store.history.transfer``: other shapes; other devices, software versions and
    search spaces weighted lower), on parameters, shape and the kernel file's analytic features.
 3. **Correction** (``surrogate.LocalCorrection``): a GP on this shape's residuals; the next config
    minimizes ``prior + GP mean - KAPPA * GP sd`` (a lower confidence bound); a batch is built by

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from autotune.space.space import Space
 from autotune.trial import TrialResult
+
+if TYPE_CHECKING:
+    from autotune.store.protocols import HistorySource
 
 #: features(shape, configs) -> one dict of the kernel's analytic features per config, or None when the
 #: kernel file declares none (computed in a worker process: the orchestrator never imports kernel files)
@@ -35,11 +38,16 @@ class HistoryPoint:
 
 
 def load_history(
-    store: Any, kernel: str, space: Space, env: Mapping[str, Any], exclude_key_id: int | None = None
+    history: HistorySource,
+    kernel: str,
+    space: Space,
+    env: Mapping[str, Any],
+    exclude_key_id: int | None = None,
 ) -> list[HistoryPoint]:
-    """What ``store`` holds of ``kernel`` under other keys than ``exclude_key_id`` for a search over ``space``
-    (``Store.transfer_history``: this space's configs, and other spaces' that set only its parameters)."""
-    rows = store.transfer_history(
+    """What the store's ``history`` holds of ``kernel`` under other keys than ``exclude_key_id`` for a search
+    over ``space`` (``history.transfer``: this space's configs, and other spaces' that set only its
+    parameters)."""
+    rows = history.transfer(
         kernel, space.hash(), dict(env), exclude_key_id=exclude_key_id, params=[p.name for p in space.params]
     )
     return [HistoryPoint(dims, config, t, w, key_id) for key_id, dims, config, t, w in rows]
@@ -56,7 +64,7 @@ class StrategyContext:
     shape: dict[str, int] = field(default_factory=dict)
     shape_params: tuple[str, ...] = ()
     default: dict[str, Any] | None = None
-    #: other keys' ok trials of this kernel (other shapes, devices, versions, spaces: ``Store.transfer_history``)
+    #: other keys' ok trials of this kernel (other shapes, devices, versions, spaces: ``store.history.transfer``)
     history: Sequence[HistoryPoint] = ()
     features: FeatureFn | None = None
     #: the search's evaluation budget (--trials)

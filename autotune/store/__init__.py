@@ -1,41 +1,51 @@
 """The results database (SQLite file or Postgres): tuning keys, trials, claims and the best config of each key.
 
-Split by concern, composed into one ``Store``:
+A ``Store`` holds one ``Database`` (engine, one session scope, the error boundary: every SQLAlchemy/driver
+failure leaves as a ``StoreError`` with the masked URL, never the password) and exposes it through roles,
+each a small class over that Database, typed for consumers by the Protocols of ``protocols``:
 
-- ``database``: engine, one session scope, the error boundary (every SQLAlchemy/driver failure leaves as a
-  ``StoreError`` with the masked URL, never the password);
-- ``schema``: revisions, ``upgrade`` (ours and Optuna's tables) under one cross-process lock;
-- ``keys``: key identity and the Optuna study name;
-- ``trials``: storing and reading results, the best row;
-- ``claims``: who measures which config (unique rows with leases), so no config is measured twice;
-- ``requests``: shapes asked for at run time and not tuned; ``verifications``: re-measured bests, nightly runs;
-- ``transfer``: other keys' measurements of a kernel (any compatible space), for the ``auto`` strategy;
-- ``rows``: record <-> row mappings derived from the dataclasses; ``models``: the tables; ``urls``.
+- ``store.schema``: revisions, ``upgrade`` (ours and Optuna's tables) under one cross-process lock;
+- ``store.keys``: key identity and the Optuna study name;
+- ``store.claims``: who measures which config (unique rows with leases), so no config is measured twice;
+- ``store.trials``: storing results (marking their claims done through the claims role) and reading them,
+  the best row of each key;
+- ``store.history``: every key's state (``KeyState``), and other keys' measurements of a kernel (any
+  compatible space) for the ``auto`` strategy;
+- ``store.requests``: shapes asked for at run time and not tuned; ``store.verifications``: re-measured
+  bests, nightly runs.
+
+``Store.open`` is the one create-or-check policy (the CLI, nightly and the report open through it; the
+runtime lookup opens read-only without a check, as it reads the revision itself without Alembic);
+``rows``: record <-> row mappings derived from the dataclasses; ``models``: the tables; ``urls``;
+``optuna_study``: the Optuna study copy, the one module that knows Optuna's private models.
 
 Optuna keeps its own tables in the same database (the study is named by ``KeyInfo.study_name``); these
-tables are the source of truth for results and for the runtime lookup (``autotune.lookup``). Alembic is
-imported only by the schema methods, so the lookup path stays light."""
+tables are the source of truth for results and for the runtime lookup (``autotune.runtime.lookup``).
+Alembic is imported only by the schema role's methods, so the lookup path stays light."""
 
 from __future__ import annotations
 
-from autotune.records import BestRecord
-from autotune.store.claims import Claim, ClaimQueries, ClaimState, Owner
-from autotune.store.history import HistoryQueries
-from autotune.store.keys import KeyInfo, KeyQueries, dtypes_key, env_columns, study_name
-from autotune.store.requests import RequestCount, RequestQueries, ShapeRequest
-from autotune.store.schema import SchemaManager, alembic_config, migrations_dir, version_table
-from autotune.store.transfer import TransferQueries
-from autotune.store.trials import TrialQueries
+from autotune.records import BestRecord, KeyState
+from autotune.store.claims import Claim, Claims, ClaimState, Owner
+from autotune.store.database import Database
+from autotune.store.history import History
+from autotune.store.keys import KeyInfo, Keys, dtypes_key, env_columns, study_name
+from autotune.store.requests import RequestCount, Requests, ShapeRequest
+from autotune.store.schema import Schema, alembic_config, migrations_dir, version_table
+from autotune.store.trials import Trials
 from autotune.store.urls import default_db_path, default_db_url, mask_url, normalize_db_url
-from autotune.store.verifications import NightlyRun, Verification, VerificationQueries
+from autotune.store.verifications import NightlyRun, Verification, Verifications
 
 __all__ = [
     "BestRecord",
     "Claim",
     "ClaimState",
+    "Database",
     "KeyInfo",
+    "KeyState",
     "NightlyRun",
     "Owner",
+    "ROLES",
     "RequestCount",
     "ShapeRequest",
     "Store",
@@ -54,15 +64,69 @@ __all__ = [
 _alembic_config = alembic_config
 _version_table = version_table
 
+#: the roles of a Store, by attribute name (tests pin that a Store has exactly these)
+ROLES = ("schema", "keys", "claims", "trials", "history", "requests", "verifications")
 
-class Store(
-    TransferQueries,
-    HistoryQueries,
-    VerificationQueries,
-    RequestQueries,
-    ClaimQueries,
-    TrialQueries,
-    KeyQueries,
-    SchemaManager,
-):
-    """One results database. Cheap to construct: nothing connects until the first call."""
+
+class Store:
+    """One results database, through its roles. Cheap to construct: nothing connects until the first call.
+
+    The roles share the one ``db`` and call each other only explicitly: the trials role is given the
+    claims role (a stored search trial marks its claim done in the same transaction), and the database
+    asks the schema role why a statement failed (a missing or older schema names its fix)."""
+
+    def __init__(self, url: str | None = None, *, readonly: bool = False) -> None:
+        self.db = Database(url, readonly=readonly)
+        self.schema = Schema(self.db)
+        self.db.diagnose = self.schema.diagnose
+        self.keys = Keys(self.db)
+        self.claims = Claims(self.db)
+        self.trials = Trials(self.db, self.claims)
+        self.history = History(self.db)
+        self.requests = Requests(self.db)
+        self.verifications = Verifications(self.db)
+
+    @classmethod
+    def open(cls, url: str | None = None, *, create: bool = False, readonly: bool = False) -> Store:
+        """The store at ``url``, checked to be at this autotune's schema revision (else a ``StoreError``
+        that says what to run). ``create``: a database without our schema (a missing SQLite file, an empty
+        database) is created in place, under the migration lock; one with an older schema is never
+        migrated implicitly (``autotune db upgrade`` does that). ``readonly``: never writes (SQLite:
+        opened read-only; Postgres: read-only transactions), so it cannot be combined with ``create``."""
+        if create and readonly:
+            raise ValueError("Store.open: a read-only store cannot create its schema")
+        store = cls(url, readonly=readonly)
+        try:
+            if create and store.schema.missing():
+                store.schema.upgrade()
+            store.schema.check()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @property
+    def url(self) -> str:
+        return self.db.url
+
+    @property
+    def masked_url(self) -> str:
+        """The URL with any password masked: what messages show."""
+        return self.db.masked_url
+
+    @property
+    def readonly(self) -> bool:
+        return self.db.readonly
+
+    def __repr__(self) -> str:
+        return f"Store({self.masked_url!r}, readonly={self.readonly})"
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pooled connections (the store stays usable: it reconnects on the next call)."""
+        self.db.close()

@@ -4,9 +4,9 @@ and a lease), so that searches on many processes and hosts never measure a confi
 - ``claim`` inserts the row (the unique constraint lets exactly one inserter win), or finds it: ``done``
   (reuse the stored trial), ``busy`` (another live owner holds it), or reclaimable (the lease expired, or
   the owner was a process on this host that no longer exists) and then takes it over;
-- the owner renews the leases of all its running claims in one statement (``renew_claims``) while it lives;
-- ``record_trial`` marks the claim done in the same transaction that stores the trial;
-- ``release_claims`` drops an interrupted owner's running claims so others need not wait for the lease."""
+- the owner renews the leases of all its running claims in one statement (``renew``) while it lives;
+- the trials role marks the claim done (``complete``) in the same transaction that stores the trial;
+- ``release`` drops an interrupted owner's running claims so others need not wait for the lease."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from autotune.store.database import Database
 from autotune.store.models import ClaimRow, TrialRow, utcnow
@@ -64,7 +65,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class ClaimQueries(Database):
+class Claims:
+    """The claims of one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
     def claim(
         self, key_id: int, config_hash: str, owner: Owner, *, device: str = "", lease_s: float
     ) -> Claim:
@@ -80,16 +86,16 @@ class ClaimQueries(Database):
         def attempt() -> dict[str, Claim]:
             now = utcnow()
             expires = now + timedelta(seconds=lease_s)
-            with self.session(write=True) as s:
+            with self.db.session(write=True) as s:
                 return {
                     h: self._claim_one(s, key_id, h, owner, device, now, expires)
                     for h in sorted(set(config_hashes))
                 }
 
-        return self.retrying(attempt)
+        return self.db.retrying(attempt)
 
     def _claim_one(
-        self, s: Any, key_id: int, config_hash: str, owner: Owner, device: str, now: Any, expires: Any
+        self, s: Session, key_id: int, config_hash: str, owner: Owner, device: str, now: Any, expires: Any
     ) -> Claim:
         stmt = (
             select(ClaimRow)
@@ -131,10 +137,10 @@ class ClaimQueries(Database):
         row.lease_expires_at, row.updated_at = expires, now
         return Claim(ClaimState.CLAIMED, attempts=row.attempts)
 
-    def renew_claims(self, owner: Owner, *, lease_s: float) -> int:
+    def renew(self, owner: Owner, *, lease_s: float) -> int:
         """Extend the lease of every running claim of ``owner``; returns how many."""
         now = utcnow()
-        with self.session(write=True) as s:
+        with self.db.session(write=True) as s:
             res = s.execute(
                 update(ClaimRow)
                 .where(ClaimRow.owner == owner.id, ClaimRow.status == "running")
@@ -142,7 +148,7 @@ class ClaimQueries(Database):
             )
             return int(res.rowcount or 0)
 
-    def release_claims(self, owner: Owner, config_hashes: list[str] | None = None) -> int:
+    def release(self, owner: Owner, config_hashes: list[str] | None = None) -> int:
         """Drop ``owner``'s running claims (all, or those of ``config_hashes``): an interrupted search
         hands its unfinished work back at once instead of after the lease."""
         stmt = delete(ClaimRow).where(ClaimRow.owner == owner.id, ClaimRow.status == "running")
@@ -150,12 +156,12 @@ class ClaimQueries(Database):
             if not config_hashes:
                 return 0
             stmt = stmt.where(ClaimRow.config_hash.in_(config_hashes))
-        with self.session(write=True) as s:
+        with self.db.session(write=True) as s:
             return int(s.execute(stmt).rowcount or 0)
 
-    def running_claims(self, key_id: int) -> dict[str, str]:
+    def running(self, key_id: int) -> dict[str, str]:
         """config hash -> owner of a key's running claims."""
-        with self.session() as s:
+        with self.db.session() as s:
             rows = s.execute(
                 select(ClaimRow.config_hash, ClaimRow.owner).where(
                     ClaimRow.key_id == key_id, ClaimRow.status == "running"
@@ -169,7 +175,7 @@ class ClaimQueries(Database):
         ago), so a new search may adopt them. Invalid trials take no claim and count as settled when old."""
         cutoff = utcnow() - timedelta(seconds=older_than_s)
         host = socket.gethostname()
-        with self.session() as s:
+        with self.db.session() as s:
             rows = s.execute(
                 select(TrialRow.id, TrialRow.finished_at, ClaimRow.owner, ClaimRow.host, ClaimRow.pid)
                 .outerjoin(ClaimRow, ClaimRow.trial_id == TrialRow.id)
@@ -183,14 +189,16 @@ class ClaimQueries(Database):
                 out.add(trial_id)
         return out
 
-    def _complete_claim(self, s: Any, key_id: int, row: TrialRow) -> None:
+    def complete(self, s: Session, key_id: int, row: TrialRow) -> None:
+        """Mark the claim of a just-stored search trial done, in the caller's (the trials role's) session,
+        creating it when the trial was stored without one: still no one measures the config again."""
         claim = s.scalars(
             select(ClaimRow)
             .where(ClaimRow.key_id == key_id, ClaimRow.config_hash == row.config_hash)
             .with_for_update()
         ).first()
         now = utcnow()
-        if claim is None:  # stored without a claim (a direct record_trial): still no one measures it again
+        if claim is None:  # stored without a claim (a direct trials.record)
             try:
                 with s.begin_nested():
                     s.add(

@@ -65,6 +65,9 @@ class Database:
         db = sa_url.database if self.is_sqlite else None
         #: the SQLite file, None for Postgres or an in-memory database
         self.sqlite_path: str | None = db if db and db != ":memory:" and not db.startswith("file:") else None
+        #: what explains a failed statement (a missing or older schema): set by the Store to its schema role's
+        #: ``diagnose``, so that the error names the command that fixes it
+        self.diagnose: Callable[[], StoreError | None] | None = None
         #: serializes the SQLite writers of this search (its sessions, its Optuna study writer process):
         #: waiting on it wakes at once, where SQLite's busy handler sleeps 1, 2, 5, 10 ms... per retry
         self.write_lock: Any = contextlib.nullcontext()
@@ -73,7 +76,7 @@ class Database:
             _engines.add(self.engine)
         except (SQLAlchemyError, ImportError) as e:
             raise StoreError(
-                f"cannot use database {self.masked_url}: {self._scrub(first_line(e))}"
+                f"cannot use database {self.masked_url}: {self.scrub(first_line(e))}"
                 + (
                     " (install psycopg: pip install 'autotune[postgres]')"
                     if isinstance(e, ImportError)
@@ -84,7 +87,7 @@ class Database:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.masked_url!r}, readonly={self.readonly})"
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Database:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -162,21 +165,18 @@ class Database:
 
     # ---------------------------------------------------------------- errors and sessions
 
-    def _scrub(self, text: str) -> str:
+    def scrub(self, text: str) -> str:
+        """``text`` with this URL's password (and any other URL's) masked: safe to show."""
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return mask_secrets(text)
-
-    def _diagnose(self) -> StoreError | None:
-        """A schema problem that explains a failed statement (overridden by the schema layer)."""
-        return None
 
     def _error(self, e: BaseException, *, diagnose: bool = True) -> StoreError:
         """The StoreError to raise for a SQLAlchemy/driver/OS error; ``diagnose``: on a failed statement,
         check the schema revision to tell the user to upgrade."""
         if isinstance(e, StoreError):
             return e
-        reason = self._scrub(first_line(e.orig if isinstance(e, DBAPIError) and e.orig is not None else e))
+        reason = self.scrub(first_line(e.orig if isinstance(e, DBAPIError) and e.orig is not None else e))
         if (
             isinstance(e, OSError)
             or (
@@ -192,7 +192,7 @@ class Database:
         if diagnose and isinstance(e, (OperationalError, ProgrammingError)):
             # most likely a missing/older table: say so, with the command that fixes it
             try:
-                found = self._diagnose()
+                found = self.diagnose() if self.diagnose is not None else None
             except Exception:
                 found = None
             if found is not None:

@@ -1,22 +1,39 @@
-"""Read-only views across tuning keys for the nightly planner and the report: every key of a kernel with
-its environment, space and source, how many configs it measured and its best row."""
+"""The history role: read-only views across tuning keys. ``key_states``: every key of a kernel with its
+environment, what it measured and its best row (``autotune show``, the nightly planner, the report, the
+exports); ``transfer``: other keys' measurements of a kernel, for the ``auto`` strategy (``autotune.store.transfer``)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
+from autotune.records import KeyState
 from autotune.store.database import Database
-from autotune.store.models import BestConfigRow, EnvironmentRow, KernelRow, ShapeRow, TrialRow, TuningKeyRow
-from autotune.store.rows import from_db_time
+from autotune.store.models import (
+    BestConfigRow,
+    ClaimRow,
+    EnvironmentRow,
+    KernelRow,
+    ShapeRow,
+    TrialRow,
+    TuningKeyRow,
+)
+from autotune.store.rows import key_facts, key_state
+from autotune.store.transfer import transfer_history
 from autotune.trial import KIND_SEARCH, TrialStatus
 
 
-class HistoryQueries(Database):
-    def key_states(self, kernel_name: str | None = None) -> list[dict[str, Any]]:
-        """One dict per tuning key (oldest first): identity, environment, measured configs (distinct configs
-        a search evaluated, status not invalid), trial counts by status, the best row's config/time/trial and the key's creation time."""
+class History:
+    """What one database knows across its keys."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def key_states(self, kernel_name: str | None = None) -> list[KeyState]:
+        """Every tuning key (of ``kernel_name``, or all), oldest first."""
         stmt = (
             select(TuningKeyRow, KernelRow, ShapeRow, EnvironmentRow, BestConfigRow)
             .join(KernelRow, KernelRow.id == TuningKeyRow.kernel_id)
@@ -27,45 +44,58 @@ class HistoryQueries(Database):
         )
         if kernel_name is not None:
             stmt = stmt.where(KernelRow.name == kernel_name)
-        counts_stmt = select(TrialRow.key_id, TrialRow.status, func.count(TrialRow.id)).group_by(
-            TrialRow.key_id, TrialRow.status
-        )
-        # distinct configs the searches evaluated (re-timed finalists are measured again, not new configs)
-        measured_stmt = (
-            select(TrialRow.key_id, func.count(func.distinct(TrialRow.config_hash)))
-            .where(TrialRow.status != TrialStatus.INVALID.value, TrialRow.kind == KIND_SEARCH)
-            .group_by(TrialRow.key_id)
-        )
-        with self.session() as s:
-            counts: dict[int, dict[str, int]] = {}
-            for key_id, status, n in s.execute(counts_stmt):
-                counts.setdefault(key_id, {})[status] = int(n)
-            measured = {key_id: int(n) for key_id, n in s.execute(measured_stmt)}
-            out = []
-            for key, kernel, shape, env, best in s.execute(stmt):
-                c = counts.get(key.id, {})
-                out.append(
-                    {
-                        "key_id": key.id,
-                        "kernel": kernel.name,
-                        "source_hash": kernel.source_hash,
-                        "space_hash": key.space_hash,
-                        "shape_key": shape.shape_key,
-                        "dims": {str(k): int(v) for k, v in shape.dims.items()},
-                        "dtypes_key": shape.dtypes_key,
-                        "env_hash": env.env_hash,
-                        "device_name": env.gpu_name,
-                        "cc": env.cc,
-                        "torch": env.torch,
-                        "triton": env.triton,
-                        "driver": env.driver,
-                        "cuda": env.cuda,
-                        "measured": measured.get(key.id, 0),
-                        "counts": c,
-                        "best_config": dict(best.config) if best else None,
-                        "best_time_s": best.time_s if best else None,
-                        "best_trial_id": best.trial_id if best else None,
-                        "created_at": from_db_time(key.created_at).isoformat(),
-                    }
+        with self.db.session() as s:
+            counts, measured, running = _counts(s), _measured(s), _running(s)
+            return [
+                key_state(
+                    key_facts(key, kernel, shape, env),
+                    best,
+                    counts=counts.get(key.id, {}),
+                    measured=measured.get(key.id, 0),
+                    running=running.get(key.id, 0),
                 )
-            return out
+                for key, kernel, shape, env, best in s.execute(stmt)
+            ]
+
+    def transfer(
+        self,
+        kernel_name: str,
+        space_hash: str,
+        env: dict[str, Any],
+        exclude_key_id: int | None = None,
+        params: Collection[str] | None = None,
+    ) -> list[tuple[int, dict[str, int], dict[str, Any], float, float]]:
+        """Other keys' measurements of ``kernel_name``, weighted: ``autotune.store.transfer``."""
+        return transfer_history(self.db, kernel_name, space_hash, env, exclude_key_id, params)
+
+
+def _counts(s: Session) -> dict[int, dict[str, int]]:
+    """key id -> {status: trials} (re-timings included)."""
+    counts: dict[int, dict[str, int]] = {}
+    stmt = select(TrialRow.key_id, TrialRow.status, func.count(TrialRow.id)).group_by(
+        TrialRow.key_id, TrialRow.status
+    )
+    for key_id, status, n in s.execute(stmt):
+        counts.setdefault(key_id, {})[status] = int(n)
+    return counts
+
+
+def _measured(s: Session) -> dict[int, int]:
+    """key id -> distinct configs the searches evaluated (re-timed finalists are measured again, not new
+    configs; invalid ones never ran)."""
+    stmt = (
+        select(TrialRow.key_id, func.count(func.distinct(TrialRow.config_hash)))
+        .where(TrialRow.status != TrialStatus.INVALID.value, TrialRow.kind == KIND_SEARCH)
+        .group_by(TrialRow.key_id)
+    )
+    return {key_id: int(n) for key_id, n in s.execute(stmt)}
+
+
+def _running(s: Session) -> dict[int, int]:
+    """key id -> running claims."""
+    stmt = (
+        select(ClaimRow.key_id, func.count(ClaimRow.id))
+        .where(ClaimRow.status == "running")
+        .group_by(ClaimRow.key_id)
+    )
+    return {key_id: int(n) for key_id, n in s.execute(stmt)}

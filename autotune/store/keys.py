@@ -1,5 +1,5 @@
-"""Key identity: what a best config is valid for (kernel source x space x shape x dtypes x environment),
-and the Optuna study name derived from it."""
+"""The keys role. Key identity: what a best config is valid for (kernel source x space x shape x dtypes x
+environment), and the Optuna study name derived from it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from autotune.env import ENV_KEY_FIELDS
 from autotune.env import env_hash as compute_env_hash
 from autotune.store.database import Database
 from autotune.store.models import EnvironmentRow, KernelRow, ShapeRow, TuningKeyRow
-from autotune.store.rows import jsonable
+from autotune.store.rows import dtypes_key, jsonable
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,6 @@ class KeyInfo:
     shape_key: str
     dtypes_key: str
     env_hash: str
-
-
-def dtypes_key(dtypes: Mapping[str, str]) -> str:
-    """Canonical JSON text of a dtypes mapping (part of the shape's identity)."""
-    return json.dumps({str(k): str(v) for k, v in dtypes.items()}, sort_keys=True, separators=(",", ":"))
 
 
 def env_columns(env: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,8 +67,13 @@ def get_or_create(s: Session, model: type[Any], ident: dict[str, Any], extra: di
         return s.scalars(stmt).one()
 
 
-class KeyQueries(Database):
-    def ensure_key(
+class Keys:
+    """The tuning keys of one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def ensure(
         self,
         kernel_name: str,
         source_hash: str,
@@ -87,7 +87,7 @@ class KeyQueries(Database):
         """Get or create the kernel, environment, shape and tuning-key rows of one key."""
         dkey = dtypes_key(dtypes)
         ehash = compute_env_hash(env)
-        with self.session(write=True) as s:
+        with self.db.session(write=True) as s:
             kernel = get_or_create(s, KernelRow, {"name": kernel_name, "source_hash": source_hash}, {})
             env_row = get_or_create(s, EnvironmentRow, {"env_hash": ehash}, env_columns(env))
             shape_row = get_or_create(
@@ -123,3 +123,9 @@ class KeyQueries(Database):
                 dtypes_key=dkey,
                 env_hash=ehash,
             )
+
+    def space(self, key_id: int) -> dict[str, Any]:
+        """The search space a key was tuned over (as stored with the key)."""
+        with self.db.session() as s:
+            key = s.get(TuningKeyRow, key_id)
+            return dict(key.space) if key is not None else {}

@@ -9,7 +9,7 @@ out of every trial's budget, and capped a multi-device search at a fraction of i
 The study holds only finished trials: COMPLETE with the measured time, or FAIL with ``autotune_status`` —
 nothing stays RUNNING when a process dies, and optuna-dashboard shows real times. Trials are keyed by
 ``autotune_trial_id``: the writer skips those the study already holds, so a new search can hand over every
-stored trial that no live process will write (``Store.settled_trials``) and the study converges to the
+stored trial that no live process will write (``store.claims.settled_trials``) and the study converges to the
 trials table, which stays the record of truth."""
 
 from __future__ import annotations
@@ -18,9 +18,12 @@ import logging
 import multiprocessing as mp
 import os
 import queue
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.trial import TrialResult
+
+if TYPE_CHECKING:
+    from autotune.store.protocols import SearchStore
 
 log = logging.getLogger("autotune.search")
 
@@ -39,7 +42,7 @@ def _open_study(url: str, study_name: str) -> tuple[Any, Any, set[Any]]:
     from autotune.store import Store
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = Store(url).optuna_storage()
+    storage = Store(url).schema.optuna_storage()
     study = optuna.create_study(
         study_name=study_name, storage=storage, direction="minimize", load_if_exists=True
     )
@@ -185,11 +188,13 @@ def _writer_main(
 
 
 class StudyWriter:
-    def __init__(self, store: Any, study_name: str, space: Any):
+    """The writer process of one study on ``store``'s database (it shares the store's SQLite write lock)."""
+
+    def __init__(self, store: SearchStore, study_name: str, space: Any):
         ctx = mp.get_context("spawn")
         self._q = ctx.Queue()
         self._done = ctx.Queue()
-        lock = store.process_write_lock(ctx)
+        lock = store.db.process_write_lock(ctx)
         self._proc = ctx.Process(
             target=_writer_main,
             args=(store.url, study_name, space.to_dict(), self._q, self._done, lock),

@@ -1,10 +1,10 @@
-"""Shapes production asked for and did not find tuned (``autotune_shape_requests``): counted in-process by
+"""The requests role. Shapes production asked for and did not find tuned (``autotune_shape_requests``): counted in-process by
 ``autotune.requests_log`` and added here in one transaction per flush; read by the nightly planner and
 ``autotune show --requests``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from sqlalchemy import select, update
@@ -41,15 +41,20 @@ class RequestCount:
     dtypes_key: str = ""
 
 
-class RequestQueries(Database):
-    def add_requests(self, counts: list[RequestCount]) -> None:
+class Requests:
+    """The shape requests of one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def add(self, counts: list[RequestCount]) -> None:
         """Add counts to the stored ones (a row per kernel, shape, dtypes and device), creating missing rows;
         concurrent flushers from many processes add up (an UPDATE ... SET count = count + n)."""
         if not counts:
             return
 
         def attempt() -> None:
-            with self.session(write=True) as s:
+            with self.db.session(write=True) as s:
                 for c in sorted(counts, key=lambda c: (c.kernel_name, c.shape_key, c.device_name)):
                     ident = (
                         ShapeRequestRow.kernel_name == c.kernel_name,
@@ -66,24 +71,13 @@ class RequestQueries(Database):
                         continue
                     try:
                         with s.begin_nested():  # lost a race with another flusher: add to its row
-                            s.add(
-                                ShapeRequestRow(
-                                    kernel_name=c.kernel_name,
-                                    shape_key=c.shape_key,
-                                    dims={str(k): int(v) for k, v in c.dims.items()},
-                                    dtypes_key=c.dtypes_key,
-                                    device_name=c.device_name,
-                                    count=c.count,
-                                    first_seen=utc(c.first_seen),
-                                    last_seen=utc(c.last_seen),
-                                )
-                            )
+                            s.add(_request_row(c))
                     except IntegrityError:
                         s.execute(bump)
 
-        self.retrying(attempt)
+        self.db.retrying(attempt)
 
-    def shape_requests(
+    def recorded(
         self,
         kernel_name: str | None = None,
         *,
@@ -98,21 +92,24 @@ class RequestQueries(Database):
             stmt = stmt.where(ShapeRequestRow.device_name == device_name)
         if since is not None:
             stmt = stmt.where(ShapeRequestRow.last_seen >= utc(since))
-        with self.session() as s:
+        with self.db.session() as s:
             rows = s.scalars(
                 stmt.order_by(ShapeRequestRow.count.desc(), ShapeRequestRow.kernel_name, ShapeRequestRow.id)
             ).all()
             return [_request(r) for r in rows]
 
 
+def _request_row(c: RequestCount) -> ShapeRequestRow:
+    """The row of a new request: the count's fields by name."""
+    values = {f.name: getattr(c, f.name) for f in fields(RequestCount)}
+    values["dims"] = {str(k): int(v) for k, v in c.dims.items()}
+    values["first_seen"], values["last_seen"] = utc(c.first_seen), utc(c.last_seen)
+    return ShapeRequestRow(**values)
+
+
 def _request(r: ShapeRequestRow) -> ShapeRequest:
-    return ShapeRequest(
-        r.kernel_name,
-        r.shape_key,
-        {str(k): int(v) for k, v in r.dims.items()},
-        r.dtypes_key,
-        r.device_name,
-        int(r.count),
-        from_db_time(r.first_seen),
-        from_db_time(r.last_seen),
-    )
+    values = {f.name: getattr(r, f.name) for f in fields(ShapeRequest)}
+    values["dims"] = {str(k): int(v) for k, v in r.dims.items()}
+    values["count"] = int(r.count)
+    values["first_seen"], values["last_seen"] = from_db_time(r.first_seen), from_db_time(r.last_seen)
+    return ShapeRequest(**values)

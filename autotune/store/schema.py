@@ -1,4 +1,4 @@
-"""Schema versions: where the migrations are, which revision a database is at, and upgrading it (ours and
+"""The schema role. Schema versions: where the migrations are, which revision a database is at, and upgrading it (ours and
 Optuna's tables) under one cross-process lock. Alembic is imported only here and only when needed, so the
 runtime lookup stays light (as Optuna's ``_VersionManager`` keeps migrations apart from queries)."""
 
@@ -75,33 +75,43 @@ def current_revision(conn: Connection) -> str | None:
     return ",".join(revs) or None
 
 
-class SchemaManager(Database):
+class Schema:
     """Revision checks and upgrades of one database."""
 
-    def schema_status(self) -> tuple[str | None, str]:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def status(self) -> tuple[str | None, str]:
         """(revision the database is at, or None without a schema; revision this autotune needs)."""
         return self._current_revision(), head_revision()
 
     def _current_revision(self) -> str | None:
-        with self.guard(diagnose=False), self.engine.connect() as conn:
+        with self.db.guard(diagnose=False), self.db.engine.connect() as conn:
             return current_revision(conn)
 
     def _upgrade_hint(self) -> str:
-        return f"run `autotune db upgrade --db {self.masked_url}`"
+        return f"run `autotune db upgrade --db {self.db.masked_url}`"
 
-    def _diagnose(self) -> StoreError | None:
+    def missing(self) -> bool:
+        """No autotune schema yet: a missing SQLite file (not created by asking), or an empty database."""
+        if self.db.sqlite_path and not os.path.exists(self.db.sqlite_path):
+            return True
+        return self._current_revision() is None
+
+    def diagnose(self) -> StoreError | None:
+        """The schema problem that explains a failed statement, if any (the database's ``diagnose``)."""
         try:
-            self.check_schema()
+            self.check()
         except StoreError as e:
             return e
         return None
 
-    def check_schema(self) -> None:
+    def check(self) -> None:
         """Raise unless the database is exactly at this autotune's schema revision."""
         current = self._current_revision()
         if current is None:  # decided before importing Alembic for the head: the lookup's common error
             raise SchemaOutOfDateError(
-                f"database {self.masked_url} has no autotune schema: {self._upgrade_hint()}"
+                f"database {self.db.masked_url} has no autotune schema: {self._upgrade_hint()}"
             )
         head = head_revision()
         if current == head:
@@ -109,13 +119,13 @@ class SchemaManager(Database):
         if not known_revision(current):
             raise StoreError(self._newer_message(current, head))
         raise SchemaOutOfDateError(
-            f"database {self.masked_url} is at revision {current}, this autotune needs "
+            f"database {self.db.masked_url} is at revision {current}, this autotune needs "
             f"{head}: {self._upgrade_hint()}"
         )
 
     def _newer_message(self, current: str, head: str) -> str:
         return (
-            f"database {self.masked_url} is at revision {current}, which this autotune does not know (it "
+            f"database {self.db.masked_url} is at revision {current}, which this autotune does not know (it "
             f"needs {head}): a newer autotune upgraded it; upgrade autotune to use this database"
         )
 
@@ -123,16 +133,16 @@ class SchemaManager(Database):
         """Bring our schema to head, and create/upgrade Optuna's tables; returns (our revision before,
         after). Idempotent, and safe when several processes upgrade at once: everything runs under one
         lock (Postgres: an advisory lock; SQLite: a lock file), our migration in one transaction."""
-        if self.readonly:
-            raise StoreError(f"database {self.masked_url} is open read-only: cannot upgrade it")
+        if self.db.readonly:
+            raise StoreError(f"database {self.db.masked_url} is open read-only: cannot upgrade it")
         from alembic import command, util
 
         cfg = alembic_config()
         with self.migration_lock():
             try:
                 with (
-                    self.guard(diagnose=False),
-                    self.engine.connect() as conn,
+                    self.db.guard(diagnose=False),
+                    self.db.engine.connect() as conn,
                     self._sqlite_fk_off(conn),
                     conn.execution_options(**{WRITE: True}).begin(),
                 ):
@@ -142,21 +152,23 @@ class SchemaManager(Database):
                     cfg.attributes["connection"] = conn
                     command.upgrade(cfg, "head")
                     after = current_revision(conn)
-                    if self.is_sqlite:
+                    if self.db.is_sqlite:
                         bad = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
                         if bad:
-                            raise StoreError(f"migrating {self.masked_url} broke {len(bad)} references")
+                            raise StoreError(f"migrating {self.db.masked_url} broke {len(bad)} references")
                 # after our commit: on SQLite, Optuna's own connections would wait on our write lock
                 self._upgrade_optuna()
             except util.CommandError as e:
-                raise StoreError(f"cannot upgrade database {self.masked_url}: {self._scrub(str(e))}") from e
+                raise StoreError(
+                    f"cannot upgrade database {self.db.masked_url}: {self.db.scrub(str(e))}"
+                ) from e
         return before, after or head_revision()
 
     @contextmanager
     def _sqlite_fk_off(self, conn: Any) -> Iterator[None]:
         """SQLite's batch migrations copy and drop tables that others reference: foreign keys must be off
         (Alembic's documented advice), and that pragma only works outside a transaction."""
-        if not self.is_sqlite:
+        if not self.db.is_sqlite:
             yield
             return
         raw = conn.connection.dbapi_connection
@@ -172,8 +184,8 @@ class SchemaManager(Database):
         (optuna/optuna#1092; a ``DuplicateTable`` crash on Postgres)."""
         from optuna.storages import RDBStorage
 
-        with self.migration_lock(), self.guard(diagnose=False):
-            return RDBStorage(self.url, engine_kwargs=self.optuna_engine_kwargs())
+        with self.migration_lock(), self.db.guard(diagnose=False):
+            return RDBStorage(self.db.url, engine_kwargs=self.db.optuna_engine_kwargs())
 
     def _upgrade_optuna(self) -> None:
         """Create Optuna's tables (or upgrade them from an older Optuna) while we hold the migration lock."""
@@ -181,9 +193,9 @@ class SchemaManager(Database):
             from optuna.storages import RDBStorage
         except ImportError:  # optuna is a dependency of autotune, but the store does not need it
             return
-        with self.guard(diagnose=False):
+        with self.db.guard(diagnose=False):
             storage = RDBStorage(
-                self.url, engine_kwargs=self.optuna_engine_kwargs(), skip_compatibility_check=True
+                self.db.url, engine_kwargs=self.db.optuna_engine_kwargs(), skip_compatibility_check=True
             )
             try:
                 current = storage.get_current_version()
@@ -197,11 +209,11 @@ class SchemaManager(Database):
         """One process at a time, across processes and hosts: a Postgres advisory lock (held on its own
         connection), or an exclusive flock on ``<db>.lock`` for SQLite (BEGIN IMMEDIATE alone would give
         up after the busy timeout on a long migration)."""
-        if self.is_sqlite:
+        if self.db.is_sqlite:
             with self._file_lock():
                 yield
             return
-        with self.guard(diagnose=False), self.engine.connect() as conn:
+        with self.db.guard(diagnose=False), self.db.engine.connect() as conn:
             conn.execute(select(func.pg_advisory_lock(_MIGRATION_LOCK_KEY)))
             conn.commit()
             try:
@@ -212,7 +224,7 @@ class SchemaManager(Database):
                 conn.commit()
 
     def _file_lock(self) -> Any:
-        if not self.sqlite_path:
+        if not self.db.sqlite_path:
             return nullcontext()
         try:
             import fcntl
@@ -221,8 +233,8 @@ class SchemaManager(Database):
 
         @contextmanager
         def lock() -> Iterator[None]:
-            path = self.sqlite_path + ".lock"  # type: ignore[operator]
-            with self.guard(diagnose=False):
+            path = self.db.sqlite_path + ".lock"  # type: ignore[operator]
+            with self.db.guard(diagnose=False):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
             try:

@@ -24,61 +24,54 @@ OTHER_GPU_WEIGHT = 0.2
 OTHER_SPACE_WEIGHT = 0.2
 
 
-class TransferQueries(Database):
-    def transfer_history(
-        self,
-        kernel_name: str,
-        space_hash: str,
-        env: dict[str, Any],
-        exclude_key_id: int | None = None,
-        params: Collection[str] | None = None,
-    ) -> list[tuple[int, dict[str, int], dict[str, Any], float, float]]:
-        """(key id, dims, config, time_s, weight) of every ok+measured search trial of ``kernel_name`` under
-        other keys than ``exclude_key_id``, any kernel source version: this space's, and, given this
-        space's parameter names ``params``, other spaces' whose config sets no other parameter. The key id
-        groups a shape's measurements on one device and space (times compare only within a group)."""
-        stmt = (
-            select(
-                TuningKeyRow.id,
-                TuningKeyRow.space_hash,
-                ShapeRow.dims,
-                TrialRow.config,
-                TrialRow.time_s,
-                EnvironmentRow,
-            )
-            .join(TuningKeyRow, TuningKeyRow.id == TrialRow.key_id)
-            .join(KernelRow, KernelRow.id == TuningKeyRow.kernel_id)
-            .join(ShapeRow, ShapeRow.id == TuningKeyRow.shape_id)
-            .join(EnvironmentRow, EnvironmentRow.id == TuningKeyRow.environment_id)
-            .where(
-                KernelRow.name == kernel_name,
-                TrialRow.status == TrialStatus.OK.value,
-                TrialRow.measured.is_(True),
-                TrialRow.time_s.is_not(None),
-                TrialRow.kind == KIND_SEARCH,
-            )
+def transfer_history(
+    db: Database,
+    kernel_name: str,
+    space_hash: str,
+    env: dict[str, Any],
+    exclude_key_id: int | None = None,
+    params: Collection[str] | None = None,
+) -> list[tuple[int, dict[str, int], dict[str, Any], float, float]]:
+    """(key id, dims, config, time_s, weight) of every ok+measured search trial of ``kernel_name`` under
+    other keys than ``exclude_key_id``, any kernel source version: this space's, and, given this
+    space's parameter names ``params``, other spaces' whose config sets no other parameter. The key id
+    groups a shape's measurements on one device and space (times compare only within a group)."""
+    stmt = (
+        select(
+            TuningKeyRow.id,
+            TuningKeyRow.space_hash,
+            ShapeRow.dims,
+            TrialRow.config,
+            TrialRow.time_s,
+            EnvironmentRow,
         )
-        if params is None:
-            stmt = stmt.where(TuningKeyRow.space_hash == space_hash)
-        if exclude_key_id is not None:
-            stmt = stmt.where(TrialRow.key_id != exclude_key_id)
-        names = set(params or ())
-        out = []
-        with self.session() as s:
-            for key_id, key_space, dims, config, time_s, e in s.execute(stmt):
-                weight = _weight(e, env)
-                if key_space != space_hash:
-                    if not set(config) <= names:
-                        continue
-                    weight *= OTHER_SPACE_WEIGHT
-                out.append((key_id, dict(dims), dict(config), float(time_s), weight))
-        return out
-
-    def key_space(self, key_id: int) -> dict[str, Any]:
-        """The search space a key was tuned over (as stored with the key)."""
-        with self.session() as s:
-            key = s.get(TuningKeyRow, key_id)
-            return dict(key.space) if key is not None else {}
+        .join(TuningKeyRow, TuningKeyRow.id == TrialRow.key_id)
+        .join(KernelRow, KernelRow.id == TuningKeyRow.kernel_id)
+        .join(ShapeRow, ShapeRow.id == TuningKeyRow.shape_id)
+        .join(EnvironmentRow, EnvironmentRow.id == TuningKeyRow.environment_id)
+        .where(
+            KernelRow.name == kernel_name,
+            TrialRow.status == TrialStatus.OK.value,
+            TrialRow.measured.is_(True),
+            TrialRow.time_s.is_not(None),
+            TrialRow.kind == KIND_SEARCH,
+        )
+    )
+    if params is None:
+        stmt = stmt.where(TuningKeyRow.space_hash == space_hash)
+    if exclude_key_id is not None:
+        stmt = stmt.where(TrialRow.key_id != exclude_key_id)
+    names = set(params or ())
+    out = []
+    with db.session() as s:
+        for key_id, key_space, dims, config, time_s, e in s.execute(stmt):
+            weight = _weight(e, env)
+            if key_space != space_hash:
+                if not set(config) <= names:
+                    continue
+                weight *= OTHER_SPACE_WEIGHT
+            out.append((key_id, dict(dims), dict(config), float(time_s), weight))
+    return out
 
 
 def _weight(row: EnvironmentRow, env: dict[str, Any]) -> float:

@@ -1,10 +1,10 @@
-"""Re-measurements of stored best configs (``autotune_verifications``, one row per run and key, never
+"""The verifications role. Re-measurements of stored best configs (``autotune_verifications``, one row per run and key, never
 rewritten) and the nightly runs themselves (``autotune_nightly_runs``): the history the regression test
 and the report read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -58,20 +58,25 @@ class NightlyRun:
 _COLUMNS = [c.key for c in VerificationRow.__table__.columns]
 
 
-class VerificationQueries(Database):
-    def record_verification(self, v: Verification) -> int:
+class Verifications:
+    """The verifications and nightly runs of one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def record(self, v: Verification) -> int:
         values = {k: getattr(v, k) for k in _COLUMNS if k not in ("id", "created_at")}
 
         def attempt() -> int:
-            with self.session(write=True) as s:
+            with self.db.session(write=True) as s:
                 row = VerificationRow(**values, created_at=utc(v.created_at) or utcnow())
                 s.add(row)
                 s.flush()
                 return row.id
 
-        return self.retrying(attempt)
+        return self.db.retrying(attempt)
 
-    def verifications(
+    def recorded(
         self,
         key_id: int | None = None,
         *,
@@ -89,13 +94,13 @@ class VerificationQueries(Database):
             stmt = stmt.where(VerificationRow.kernel_name == kernel_name)
         if since is not None:
             stmt = stmt.where(VerificationRow.created_at >= utc(since))
-        with self.session() as s:
+        with self.db.session() as s:
             rows = s.scalars(stmt.order_by(VerificationRow.id)).all()
             return [_verification(r) for r in rows]
 
     def start_run(self, run_id: str, job_name: str, hostname: str) -> None:
         def attempt() -> None:
-            with self.session(write=True) as s:
+            with self.db.session(write=True) as s:
                 s.add(
                     NightlyRunRow(
                         run_id=run_id,
@@ -107,33 +112,22 @@ class VerificationQueries(Database):
                     )
                 )
 
-        self.retrying(attempt)
+        self.db.retrying(attempt)
 
     def finish_run(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
         def attempt() -> None:
-            with self.session(write=True) as s:
+            with self.db.session(write=True) as s:
                 row = s.scalars(select(NightlyRunRow).where(NightlyRunRow.run_id == run_id)).one()
                 row.status, row.summary, row.finished_at = status, summary, utcnow()
 
-        self.retrying(attempt)
+        self.db.retrying(attempt)
 
-    def nightly_runs(self, *, since: datetime | None = None) -> list[NightlyRun]:
+    def runs(self, *, since: datetime | None = None) -> list[NightlyRun]:
         stmt = select(NightlyRunRow)
         if since is not None:
             stmt = stmt.where(NightlyRunRow.started_at >= utc(since))
-        with self.session() as s:
-            return [
-                NightlyRun(
-                    r.run_id,
-                    r.job_name,
-                    r.hostname,
-                    r.status,
-                    dict(r.summary or {}),
-                    from_db_time(r.started_at),
-                    from_db_time(r.finished_at) if r.finished_at else None,
-                )
-                for r in s.scalars(stmt.order_by(NightlyRunRow.id)).all()
-            ]
+        with self.db.session() as s:
+            return [_run(r) for r in s.scalars(stmt.order_by(NightlyRunRow.id)).all()]
 
 
 def _verification(r: VerificationRow) -> Verification:
@@ -141,3 +135,11 @@ def _verification(r: VerificationRow) -> Verification:
     values["created_at"] = from_db_time(r.created_at)
     values["samples_s"] = [float(x) for x in r.samples_s or []]
     return Verification(**values)
+
+
+def _run(r: NightlyRunRow) -> NightlyRun:
+    values = {f.name: getattr(r, f.name) for f in fields(NightlyRun)}
+    values["summary"] = dict(r.summary or {})
+    values["started_at"] = from_db_time(r.started_at)
+    values["finished_at"] = from_db_time(r.finished_at) if r.finished_at else None
+    return NightlyRun(**values)

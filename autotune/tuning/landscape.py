@@ -30,12 +30,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import SettingsError
 from autotune.shapes import format_shape
 from autotune.space.space import Space
 from autotune.trial import TrialResult, TrialStatus, config_hash
+
+if TYPE_CHECKING:
+    from autotune.store.protocols import StoreReader
 
 FORMAT = "autotune-landscape"
 VERSION = 1
@@ -133,14 +136,14 @@ def load_landscape(path: str | Path) -> LandscapeFile:
 
 
 def export_landscape(
-    store: Any, kernel: str, shape_key: str, device_name: str | None = None
+    store: StoreReader, kernel: str, shape_key: str, device_name: str | None = None
 ) -> LandscapeFile:
     """The search trials of one key of ``kernel`` (the newest key for that shape and device) as a
     landscape. The device's facts are those recorded with its key's environment when present."""
     keys = [
         k
-        for k in store.key_states(kernel)
-        if k["shape_key"] == shape_key and (device_name is None or k["device_name"] == device_name)
+        for k in store.history.key_states(kernel)
+        if k.shape_key == shape_key and (device_name is None or k.device_name == device_name)
     ]
     if not keys:
         raise SettingsError(
@@ -148,13 +151,13 @@ def export_landscape(
             + (f" on {device_name}" if device_name else "")
         )
     k = keys[-1]
-    space = Space.from_dict(store.key_space(k["key_id"]), source=f"key {k['key_id']}")
-    results = {config_hash(res.config): res for res in store.trials(k["key_id"])}
+    space = Space.from_dict(store.keys.space(k.key_id), source=f"key {k.key_id}")
+    results = {config_hash(res.config): res for res in store.trials.recorded(k.key_id)}
     return LandscapeFile(
         kernel=kernel,
-        device_name=k["device_name"],
-        facts=_facts_for(k["device_name"]),
-        shape=dict(k["dims"]),
+        device_name=k.device_name,
+        facts=_facts_for(k.device_name),
+        shape=dict(k.dims),
         space=space,
         default_config=None,
         results=results,

@@ -9,7 +9,7 @@ configs only. Each answer comes from the landscape.
 
 Transfer: the other landscapes of the same kernel (leave-one-shape-out: no landscape of the target's shape,
 in any space) and any ``preload`` files are written into a temporary store, as a search would find them in a
-shared database; the strategy reads them through ``Store.transfer_history`` (another space's configs
+shared database; the strategy reads them through ``store.history.transfer`` (another space's configs
 weighted lower)."""
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.search import HistoryPoint, StrategyContext, make_strategy
 from autotune.search.base import MAX_STALE, FeatureFn, load_history
 from autotune.trial import TrialResult, TrialStatus, config_hash
 from autotune.tuning.landscape import LandscapeFile
+
+if TYPE_CHECKING:
+    from autotune.store import Store
 
 #: in-flight proposals of the H200 pipeline (15 compile workers + 4 per device): the replay's default
 DEFAULT_DEPTH = 19
@@ -82,12 +85,12 @@ def label(target: LandscapeFile) -> str:
     return f"{target.shape_key} [{target.space.name} {target.space.hash()[:6]}]"
 
 
-def history_store(landscapes: Sequence[LandscapeFile], url: str) -> Any:
+def history_store(landscapes: Sequence[LandscapeFile], url: str) -> Store:
     """A store holding every landscape's measured configs under its own key (as searches would have)."""
     from autotune.store import Store
 
     store = Store(url)
-    store.upgrade()
+    store.schema.upgrade()
     for land in landscapes:
         env = {
             "device_kind": "cuda",
@@ -99,7 +102,7 @@ def history_store(landscapes: Sequence[LandscapeFile], url: str) -> Any:
             "torch": "replay",
             "triton": "replay",
         }
-        key = store.ensure_key(
+        key = store.keys.ensure(
             land.kernel,
             "replay",
             land.space.hash(),
@@ -110,7 +113,7 @@ def history_store(landscapes: Sequence[LandscapeFile], url: str) -> Any:
             env,
         )
         results = [r for r in land.results.values() if r.status is not TrialStatus.INVALID]
-        store.record_trials(key.id, [(r, None, None) for r in results])
+        store.trials.record_many(key.id, [(r, None, None) for r in results])
     return store
 
 
@@ -240,7 +243,7 @@ def replay(
                     "driver": "replay",
                     "cuda": "replay",
                 }
-                history = load_history(store, target.kernel, target.space, env)
+                history = load_history(store.history, target.kernel, target.space, env)
                 store.close()
             features = features_for(target) if features_for else None
             for strategy in strategies:

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.devices import ALL, parse_devices
 from autotune.engine import Backend, Candidate, EvalOptions, Pipeline, ProcessBackend, WorkerInfo
@@ -37,6 +37,9 @@ from autotune.shapes import Shape, check_shape, format_shape
 from autotune.space.space import Space
 from autotune.store import ClaimState, Owner
 from autotune.trial import KIND_RETIME, KIND_SEARCH, TrialResult, TrialStatus, config_hash, median_spread
+
+if TYPE_CHECKING:
+    from autotune.store.protocols import SearchStore
 
 log = logging.getLogger("autotune.tuner")
 
@@ -136,7 +139,7 @@ class Tuner:
     def __init__(
         self,
         kernel_path: str,
-        store: Any,
+        store: SearchStore | None,
         settings: SearchSettings,
         on_event: Callable[[TrialEvent], None] | None = None,
         backend: Backend | None = None,
@@ -261,7 +264,7 @@ class Tuner:
         writer = StudyWriter(self.store, run.key.study_name, run.space)
         failed = False
         try:
-            with LeaseKeeper(self.store, self.owner, self.settings.lease_s):
+            with LeaseKeeper(self.store.claims, self.owner, self.settings.lease_s):
                 run.seed_from_store(writer)
                 run.loop(writer)
                 run.retime()
@@ -269,7 +272,7 @@ class Tuner:
             failed = True
             # Interrupted or failed: hand unfinished claims back at once (others need not wait for the lease).
             try:
-                self.store.release_claims(self.owner)
+                self.store.claims.release(self.owner)
             except Exception:
                 log.debug("releasing claims failed", exc_info=True)
             raise
@@ -292,7 +295,7 @@ class _ShapeRun:
         self.shape_key = format_shape(shape)
         self.started = time.monotonic()
         self.deadline = self.started + self.s.timeout_s if self.s.timeout_s > 0 else math.inf
-        self.key = self.store.ensure_key(
+        self.key = self.store.keys.ensure(
             meta.name,
             meta.source_hash,
             self.space.hash(),
@@ -336,7 +339,7 @@ class _ShapeRun:
         # the order of a budgeted exhaustive search
         history: list[HistoryPoint] = []
         if name in ("auto", "exhaustive") and listed is None:
-            history = load_history(self.store, meta.name, self.space, tuner.info.env, self.key.id)
+            history = load_history(self.store.history, meta.name, self.space, tuner.info.env, self.key.id)
         self.report.history_points = len(history)
         self.report.history_keys = len({h.group for h in history})
         ctx = StrategyContext(
@@ -376,8 +379,10 @@ class _ShapeRun:
     def seed_from_store(self, writer: Any) -> None:
         """Learn every stored result of the key; hand the Optuna study writer the trials that no live
         process will write there (it skips those the study already holds)."""
-        stored = self.store.trials_since(self.key.id, 0)
-        settled = self.store.settled_trials(self.key.id, older_than_s=_ADOPT_AFTER_S) if stored else set()
+        stored = self.store.trials.since(self.key.id, 0)
+        settled = (
+            self.store.claims.settled_trials(self.key.id, older_than_s=_ADOPT_AFTER_S) if stored else set()
+        )
         for trial_id, res in stored:
             self._learn(trial_id, res)
             if trial_id in settled and res.kind == KIND_SEARCH:
@@ -398,7 +403,7 @@ class _ShapeRun:
 
     def refresh(self) -> None:
         """What other processes stored meanwhile (they write their own trials to the Optuna study)."""
-        for trial_id, res in self.store.trials_since(self.key.id, self.last_id):
+        for trial_id, res in self.store.trials.since(self.key.id, self.last_id):
             self._learn(trial_id, res)
 
     def _note_best(self, res: TrialResult) -> None:
@@ -479,7 +484,7 @@ class _ShapeRun:
     def _record_invalid(self, invalid: list[TrialResult], writer: Any) -> None:
         if not invalid:
             return
-        ids = self.store.record_trials(self.key.id, [(r, None, None) for r in invalid])
+        ids = self.store.trials.record_many(self.key.id, [(r, None, None) for r in invalid])
         for trial_id, res in zip(ids, invalid, strict=True):
             self.mine.add(trial_id)
             writer.add(trial_id, res)
@@ -488,7 +493,7 @@ class _ShapeRun:
 
     def _claim_and_submit(self, fresh: dict[str, dict[str, Any]]) -> int:
         """Claim new valid configs in one transaction; submit those that are ours. Returns how many."""
-        claims = self.store.claim_many(self.key.id, list(fresh), self.t.owner, lease_s=self.s.lease_s)
+        claims = self.store.claims.claim_many(self.key.id, list(fresh), self.t.owner, lease_s=self.s.lease_s)
         submitted = 0
         learn = False
         for h, config in fresh.items():
@@ -551,7 +556,7 @@ class _ShapeRun:
             self.started_at.pop(c.config_hash, None)
             self.report.evaluations -= 1
             self.strategy.tell(c.config, None)
-        self.store.release_claims(self.t.owner, [c.config_hash for c in cands])
+        self.store.claims.release(self.t.owner, [c.config_hash for c in cands])
 
     def _store_outcomes(self, outs: list[Any], writer: Any) -> None:
         dropped = [o.candidate for o in outs if o.dropped]
@@ -564,7 +569,7 @@ class _ShapeRun:
         for out in outs:
             self.in_flight.pop(out.candidate.config_hash, None)
             out.result.device = out.result.device or out.device
-        ids = self.store.record_trials(
+        ids = self.store.trials.record_many(
             self.key.id,
             [(o.result, self.started_at.pop(o.candidate.config_hash, None), now) for o in outs],
         )
@@ -590,7 +595,7 @@ class _ShapeRun:
         """Measure the top ``--retime-top`` configs of the key again, ``--retime-rounds`` rounds interleaved
         (A B C, B C A, ...) on one device, before the best is declared: one sample of a ~1 % noisy
         measurement can crown the wrong config. Stored as ``retime`` trials; the best row then keeps the
-        median and spread of each config's measurements (``Store.refresh_best``)."""
+        median and spread of each config's measurements (``store.trials.refresh_best``)."""
         k, rounds = self.s.retime_top, self.s.retime_rounds
         if k < 1 or rounds < 1 or not self.finished or time.monotonic() >= self.deadline:
             return  # nothing measured here (a rerun that only reused results), or the time is up
@@ -612,7 +617,7 @@ class _ShapeRun:
                 if res.timed:
                     samples[config_hash(r.config)].append(res.time_s or 0.0)
                 results.append((res, started, datetime.now(timezone.utc)))
-            self.store.record_trials(self.key.id, [x for x in results if x[0].timed])
+            self.store.trials.record_many(self.key.id, [x for x in results if x[0].timed])
         for r in top:
             times = samples[config_hash(r.config)]
             median, spread = median_spread(times)
@@ -624,12 +629,12 @@ class _ShapeRun:
     def finish(self) -> ShapeReport:
         r = self.report
         r.wall_s = time.monotonic() - self.started
-        best = self.store.refresh_best(self.key.id)
-        r.best = self.store.find_trial(self.key.id, config_hash(best.config)) if best is not None else None
+        best = self.store.trials.refresh_best(self.key.id)
+        r.best = self.store.trials.find(self.key.id, config_hash(best.config)) if best is not None else None
         if r.best is not None and best is not None and (best.samples or 1) > 1:
             r.best.time_s = best.time_s  # the re-timed median
-        r.default = self.store.find_trial(self.key.id, config_hash(self.default)) if self.default else None
-        r.total_statuses = self.store.trial_counts(self.key.id)
+        r.default = self.store.trials.find(self.key.id, config_hash(self.default)) if self.default else None
+        r.total_statuses = self.store.trials.counts(self.key.id)
         if self.finished:
             r.loop_s_per_trial = self.loop_s / self.finished
         gaps = [g for st in self.pipeline.stats.values() for g in st.gaps() if g >= 0]

@@ -79,7 +79,7 @@ def fresh_lookup(monkeypatch):
 def stored_best(url: str) -> dict[str, Any]:
     store = Store(url, readonly=True)
     try:
-        (best,) = [b for b in store.best("softmax") if b.dims == TUNED]
+        (best,) = [b for b in store.trials.best("softmax") if b.dims == TUNED]
         return dict(best.config)
     finally:
         store.close()
@@ -256,7 +256,7 @@ def test_miss_is_recorded_when_recording_is_on(mod, tuned_db, tmp_path) -> None:
     assert requests_log.flush() >= 1
     store = Store(url, readonly=True)
     try:
-        seen = [(r.kernel_name, r.dims) for r in store.shape_requests("softmax")]
+        seen = [(r.kernel_name, r.dims) for r in store.requests.recorded("softmax")]
     finally:
         store.close()
     assert seen == [("softmax", {"n_rows": 4, "n_cols": 40})]

@@ -14,11 +14,15 @@ dtypes: exactly the tuning key the search would use."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.env import env_hash as compute_env_hash
 from autotune.jobs.nightly.job import Job, KernelJob
+from autotune.records import KeyState
 from autotune.shapes import check_shape, format_shape
+
+if TYPE_CHECKING:
+    from autotune.store.protocols import PlanSource
 
 TUNE, RETUNE, RESUME, DONE = "tune", "retune", "resume", "done"
 
@@ -81,25 +85,23 @@ class KernelPlan:
         }
 
 
-def _same_family(a: dict[str, Any], env: dict[str, Any]) -> bool:
+def _same_family(a: KeyState, env: dict[str, Any]) -> bool:
     """Another GPU of the same model family: the same compute capability (sm_90 for H100 and H200), or
     the same device name; a CPU only matches a CPU."""
-    return a["device_name"] == env.get("gpu_name") or (
-        a["cc"] == str(env.get("cc")) and a["cc"] not in ("", "sim")
-    )
+    return a.device_name == env.get("gpu_name") or (a.cc == str(env.get("cc")) and a.cc not in ("", "sim"))
 
 
-def _what_changed(old: dict[str, Any], env: dict[str, Any], source_hash: str, space_hash: str) -> str:
+def _what_changed(old: KeyState, env: dict[str, Any], source_hash: str, space_hash: str) -> str:
     changes = [
-        f"{f} {old[f]} -> {env.get(f)}"
+        f"{f} {getattr(old, f)} -> {env.get(f)}"
         for f in ("torch", "triton", "driver", "cuda")
-        if str(old.get(f)) != str(env.get(f, ""))
+        if str(getattr(old, f)) != str(env.get(f, ""))
     ]
-    if old["device_name"] != env.get("gpu_name"):
-        changes.append(f"GPU {old['device_name']} -> {env.get('gpu_name')}")
-    if old["source_hash"] != source_hash:
+    if old.device_name != env.get("gpu_name"):
+        changes.append(f"GPU {old.device_name} -> {env.get('gpu_name')}")
+    if old.source_hash != source_hash:
         changes.append("kernel source changed")
-    if old["space_hash"] != space_hash:
+    if old.space_hash != space_hash:
         changes.append("search space changed")
     return ", ".join(changes) or "another environment"
 
@@ -107,7 +109,7 @@ def _what_changed(old: dict[str, Any], env: dict[str, Any], source_hash: str, sp
 def plan_kernel(
     job: Job,
     kjob: KernelJob,
-    store: Any,
+    store: PlanSource,
     *,
     meta: Any,
     env: dict[str, Any],
@@ -151,14 +153,14 @@ class _Shapes:
         self.by_key[key] = (shape, [source], count)
 
 
-def _job_shapes(job: Job, kjob: KernelJob, store: Any, meta: Any, device_name: str) -> _Shapes:
+def _job_shapes(job: Job, kjob: KernelJob, store: PlanSource, meta: Any, device_name: str) -> _Shapes:
     shapes = _Shapes(tuple(meta.shape_params))
     for entry in kjob.shapes:
         if entry == "default":
             for s in meta.default_shapes:
                 shapes.add(dict(s), "default")
         elif entry == "requested":
-            _add_requested(shapes, job, store.shape_requests(meta.name, device_name=device_name))
+            _add_requested(shapes, job, store.requests.recorded(meta.name, device_name=device_name))
         else:
             shapes.add(dict(entry), "explicit")
     return shapes
@@ -185,7 +187,7 @@ class _StoredKeys:
     environment's hash, the source hash, the space hash and the dtypes) and the others."""
 
     def __init__(
-        self, job: Job, kjob: KernelJob, store: Any, *, meta: Any, env: dict[str, Any], space_hash: str
+        self, job: Job, kjob: KernelJob, store: PlanSource, *, meta: Any, env: dict[str, Any], space_hash: str
     ):
         from autotune.store import dtypes_key
 
@@ -194,23 +196,23 @@ class _StoredKeys:
         self.device_name = str(env.get("gpu_name", ""))
         self.budget = job.evaluations_for(kjob)
         ehash, dkey = compute_env_hash(env), dtypes_key(meta.dtypes)
-        self.states = store.key_states(meta.name)
+        self.states = store.history.key_states(meta.name)
         self.current = {
-            s["shape_key"]: s
+            s.shape_key: s
             for s in self.states
-            if s["env_hash"] == ehash
-            and s["source_hash"] == meta.source_hash
-            and s["space_hash"] == space_hash
-            and s["dtypes_key"] == dkey
+            if s.env_hash == ehash
+            and s.source_hash == meta.source_hash
+            and s.space_hash == space_hash
+            and s.dtypes_key == dkey
         }
-        self.current_ids = {s["key_id"] for s in self.current.values()}
+        self.current_ids = {s.key_id for s in self.current.values()}
 
     def plan_shape(self, key: str, shape: dict[str, int], sources: list[str], count: int) -> ShapePlan:
         """done, resume (the current key has measured configs), else retune or tune."""
         cur, budget, src = self.current.get(key), self.budget, tuple(sources)
-        measured = cur["measured"] if cur else 0
+        measured = cur.measured if cur else 0
         if measured >= budget:
-            best_s = cur["best_time_s"] if cur else None
+            best_s = cur.best_time_s if cur else None
             return ShapePlan(
                 shape, key, DONE, f"{measured} configs measured under this key", 0, [], src, best_s
             )
@@ -224,11 +226,11 @@ class _StoredKeys:
         )
         olds = self._tuned_elsewhere(key)
         if olds and self.job.retune:
-            olds.sort(key=lambda s: (s["created_at"], s["key_id"]), reverse=True)  # newest first
+            olds.sort(key=lambda s: (s.created_at, s.key_id), reverse=True)  # newest first
             warm: list[dict[str, Any]] = []
             for s in olds:
-                if s["best_config"] not in warm:
-                    warm.append(s["best_config"])
+                if s.best_config not in warm:
+                    warm.append(s.best_config)
             changed = _what_changed(olds[0], self.env, self.meta.source_hash, self.space_hash)
             return ShapePlan(shape, key, RETUNE, f"tuned under {changed}; {why}", budget, warm, src)
         return ShapePlan(shape, key, TUNE, f"not tuned yet: {why}", budget, [], src)
@@ -238,9 +240,9 @@ class _StoredKeys:
         return [
             s
             for s in self.states
-            if s["shape_key"] == key
-            and s["key_id"] not in self.current_ids
-            and s["best_config"] is not None
+            if s.shape_key == key
+            and s.key_id not in self.current_ids
+            and s.best_config is not None
             and _same_family(s, self.env)
         ]
 
@@ -248,15 +250,15 @@ class _StoredKeys:
         """Every current key with a stored best, to re-measure."""
         params, verify = self.params, []
         for s in self.current.values():
-            if s["best_config"] is not None and s["best_trial_id"] is not None and s["best_time_s"]:
+            if s.best_config is not None and s.best_trial_id is not None and s.best_time_s:
                 verify.append(
                     VerifyPlan(
-                        s["key_id"],
-                        check_shape(s["dims"], params) if set(s["dims"]) == set(params) else dict(s["dims"]),
-                        s["shape_key"],
-                        dict(s["best_config"]),
-                        int(s["best_trial_id"]),
-                        float(s["best_time_s"]),
+                        s.key_id,
+                        check_shape(s.dims, params) if set(s.dims) == set(params) else dict(s.dims),
+                        s.shape_key,
+                        dict(s.best_config),
+                        int(s.best_trial_id),
+                        float(s.best_time_s),
                     )
                 )
         return verify

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.store.protocols import StoreReader
 
 
-def requests_table(store: Any) -> Any:
+def requests_table(store: StoreReader) -> Any:
     from rich.table import Table
 
-    rows = store.shape_requests()
+    rows = store.requests.recorded()
     table = Table(title=f"shapes requested at run time (best_config fell back) in {store.masked_url}")
     for col in ("kernel", "shape", "dtypes", "device", "lookups", "first seen", "last seen"):
         table.add_column(col)

@@ -8,20 +8,24 @@ same job resumes (a key's measured configs count against the job's evaluations).
 from __future__ import annotations
 
 import math
-import os
 import socket
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError, DatabaseUnreachableError
 from autotune.jobs.nightly import regression
 from autotune.jobs.nightly.job import Job, KernelJob
 from autotune.jobs.nightly.planner import DONE, KernelPlan, plan_kernel
+from autotune.records import KeyState
 from autotune.trial import config_hash
+
+if TYPE_CHECKING:
+    from autotune.store import Store
+    from autotune.store.protocols import PlanSource, StoreReader
 
 Say = Callable[[str], None]
 
@@ -72,31 +76,36 @@ class RunResult:
         }
 
 
+class _Nothing:
+    """The history and requests roles of a database without our schema: nothing stored yet."""
+
+    def key_states(self, kernel_name: str | None = None) -> list[KeyState]:
+        return []
+
+    def recorded(self, *a: Any, **kw: Any) -> list[Any]:
+        return []
+
+
 class _NoSchema:
-    """A database without our schema, seen by a dry run (which writes nothing): nothing stored yet."""
+    """A database without our schema, seen by a dry run (which writes nothing): what the planner reads."""
 
-    def key_states(self, kernel_name: str | None = None) -> list[dict[str, Any]]:
-        return []
-
-    def shape_requests(self, *a: Any, **kw: Any) -> list[Any]:
-        return []
+    history = requests = _Nothing()
 
 
-def open_store(database: str | None, *, dry_run: bool) -> tuple[Any, Any]:
+def open_store(database: str | None, *, dry_run: bool) -> tuple[PlanSource, Store | None]:
     """(the store to plan from, the store to write to or None for a dry run). A database without a schema
-    is created (as ``autotune search`` does); an outdated one says to run ``autotune db upgrade``."""
+    is created (as ``autotune search`` does); an outdated one says to run ``autotune db upgrade``; a dry run
+    writes nothing, not even the schema: it plans from an empty history."""
     from autotune.store import Store
 
-    store = Store(database, readonly=dry_run)
-    missing = (store.sqlite_path is not None and not os.path.exists(store.sqlite_path)) or (
-        store.schema_status()[0] is None
-    )
-    if missing:
-        if dry_run:
-            return _NoSchema(), None
-        store.upgrade()
-    store.check_schema()
-    return store, (None if dry_run else store)
+    if not dry_run:
+        store = Store.open(database, create=True)
+        return store, store
+    store = Store(database, readonly=True)
+    if store.schema.missing():
+        return _NoSchema(), None
+    store.schema.check()
+    return store, None
 
 
 def _deadline(job: Job, started: float) -> float:
@@ -145,7 +154,7 @@ def run_job(
     plan_store, store = open_store(job.database, dry_run=dry_run)
     result = RunResult(new_run_id(job), job.name, dry_run)
     if store is not None:
-        store.start_run(result.run_id, job.name, socket.gethostname())
+        store.verifications.start_run(result.run_id, job.name, socket.gethostname())
     status = "failed"
     try:
         for kjob in job.kernels:
@@ -163,7 +172,7 @@ def run_job(
         result.wall_s = time.monotonic() - started
         if store is not None:
             try:
-                store.finish_run(result.run_id, status, result.summary())
+                store.verifications.finish_run(result.run_id, status, result.summary())
             except Exception:  # the run's own error (e.g. the database went away) is what to report
                 pass
     return result
@@ -225,7 +234,7 @@ def _run_kernel(
 
 def _verify(
     tuner: Any,
-    store: Any,
+    store: StoreReader,
     plan: KernelPlan,
     job: Job,
     result: RunResult,

@@ -19,7 +19,7 @@ from autotune.trial import TrialStatus, config_hash
 
 def _baseline(store: Any, item: VerifyPlan) -> tuple[list[float] | float, str | None]:
     """(baseline samples or the stored time, the status of the config's last verification)."""
-    history = store.verifications(item.key_id, config_hash=config_hash(item.config))
+    history = store.verifications.recorded(item.key_id, config_hash=config_hash(item.config))
     previous = history[-1].status if history else None
     for v in history:
         if v.status in (regression.OK, regression.IMPROVED) and len(v.samples_s) >= 3:
@@ -66,7 +66,7 @@ def verify_one(
         hostname=socket.gethostname(),
     )
     _judge(v, m, *_baseline(store, item), spec)
-    v.id = store.record_verification(v)
+    v.id = store.verifications.record(v)
     return v
 
 

@@ -8,9 +8,12 @@ import json
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autotune.errors import SettingsError
+
+if TYPE_CHECKING:
+    from autotune.store import Store
 
 __all__ = ["parse_since", "write_report"]
 
@@ -31,7 +34,7 @@ def parse_since(text: str) -> datetime:
 
 
 def write_report(
-    db: Any, out_dir: str | Path, *, since: datetime | None = None, run_id: str | None = None
+    db: Store | str | None, out_dir: str | Path, *, since: datetime | None = None, run_id: str | None = None
 ) -> list[Path]:
     """Write ``report.html``, ``report.md`` and ``report.json`` into ``out_dir``; ``db`` is a Store or a
     database URL/path (None: the default). Returns the paths."""
@@ -44,8 +47,9 @@ def write_report(
     from autotune.jobs.report.markdown import render_markdown
     from autotune.store import Store
 
-    store = db if isinstance(db, Store) else Store(db, readonly=True)
-    store.check_schema()
+    if isinstance(db, Store):
+        db.schema.check()
+    store = db if isinstance(db, Store) else Store.open(db, readonly=True)
     doc = collect(store, since=since, run_id=run_id)
     out = Path(out_dir)
     try:

@@ -5,28 +5,36 @@ from __future__ import annotations
 
 import statistics
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from autotune.records import KeyState
 from autotune.trial import TrialStatus
+
+if TYPE_CHECKING:
+    from autotune.store.protocols import StoreReader
 
 
 def _iso(dt: datetime | None) -> str | None:
     return dt.isoformat() if dt else None
 
 
-def collect(store: Any, *, since: datetime | None = None, run_id: str | None = None) -> dict[str, Any]:
+def collect(
+    store: StoreReader, *, since: datetime | None = None, run_id: str | None = None
+) -> dict[str, Any]:
     """Everything the report shows. ``since``: only keys, verifications and runs from then on;
     ``run_id``: the run the report is about (default: the newest)."""
-    runs = store.nightly_runs(since=since)
-    states = store.key_states()  # every key: the current state is always shown, ``since`` bounds history
-    verifications = store.verifications(since=since)
+    runs = store.verifications.runs(since=since)
+    states = (
+        store.history.key_states()
+    )  # every key: the current state is always shown, ``since`` bounds history
+    verifications = store.verifications.recorded(since=since)
     by_key_ver: dict[int, list[Any]] = {}
     for v in verifications:
         by_key_ver.setdefault(v.key_id, []).append(v)
 
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[KeyState]] = {}
     for s in states:
-        groups.setdefault((s["kernel"], s["shape_key"], s["device_name"]), []).append(s)
+        groups.setdefault((s.kernel_name, s.shape_key, s.device_name), []).append(s)
     shapes = [_shape(store, group, keys, by_key_ver) for group, keys in sorted(groups.items())]
 
     chosen = None
@@ -48,19 +56,19 @@ def collect(store: Any, *, since: datetime | None = None, run_id: str | None = N
         "regressions": regressions,
         "requests": [
             {"kernel": r.kernel_name, "shape": r.shape_key, "device": r.device_name, "count": r.count}
-            for r in store.shape_requests(since=since)[:50]
+            for r in store.requests.recorded(since=since)[:50]
         ],
     }
 
 
 def _shape(
-    store: Any, group: tuple[str, str, str], keys: list[dict[str, Any]], by_key_ver: dict[int, list[Any]]
+    store: StoreReader, group: tuple[str, str, str], keys: list[KeyState], by_key_ver: dict[int, list[Any]]
 ) -> dict[str, Any]:
     """One (kernel, shape, device): its current best, and every key (version) and verification of it."""
     kernel, shape_key, device = group
-    keys.sort(key=lambda s: (s["created_at"], s["key_id"]))
-    versions = [_version(store, s, by_key_ver.get(s["key_id"], [])) for s in keys]
-    ver = [_verification(v) for s in keys for v in by_key_ver.get(s["key_id"], [])]
+    keys.sort(key=lambda s: (s.created_at, s.key_id))
+    versions = [_version(store, s, by_key_ver.get(s.key_id, [])) for s in keys]
+    ver = [_verification(v) for s in keys for v in by_key_ver.get(s.key_id, [])]
     ver.sort(key=lambda v: v["created_at"] or "")
     current = versions[-1]
     return {
@@ -81,25 +89,25 @@ def _shape(
     }
 
 
-def _version(store: Any, s: dict[str, Any], vs: list[Any]) -> dict[str, Any]:
+def _version(store: StoreReader, s: KeyState, vs: list[Any]) -> dict[str, Any]:
     """One tuning key of a shape (its environment, best and trial history)."""
-    trials = store.trials(s["key_id"])
+    trials = store.trials.recorded(s.key_id)
     timed = [t for t in trials if t.timed]
     default_s = timed[0].time_s if timed else None  # a search evaluates the default config first
     refs = [x for v in vs for x in (v.reference_s or [])]
     if refs:
         default_s = statistics.median(refs)  # measured beside the best: the better estimate
     return {
-        "key_id": s["key_id"],
-        "created_at": s["created_at"],
-        "environment": f"torch {s['torch']}, triton {s['triton']}, driver {s['driver']}",
-        "source": s["source_hash"][:8],
-        "best_s": s["best_time_s"],
-        "best_config": s["best_config"],
+        "key_id": s.key_id,
+        "created_at": _iso(s.created_at),
+        "environment": f"torch {s.torch}, triton {s.triton}, driver {s.driver}",
+        "source": s.source_hash[:8],
+        "best_s": s.best_time_s,
+        "best_config": s.best_config,
         "default_s": default_s,
-        "speedup_default": (default_s / s["best_time_s"]) if default_s and s["best_time_s"] else None,
-        "trials": sum(s["counts"].values()),
-        "counts": s["counts"],
+        "speedup_default": (default_s / s.best_time_s) if default_s and s.best_time_s else None,
+        "trials": s.trials,
+        "counts": s.counts,
         "history": [
             {"i": i, "time_s": t.time_s if t.timed else None, "status": t.status.value}
             for i, t in enumerate(trials)
