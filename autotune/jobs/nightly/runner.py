@@ -8,7 +8,6 @@ same job resumes (a key's measured configs count against the job's evaluations).
 from __future__ import annotations
 
 import math
-import os
 import socket
 import time
 import uuid
@@ -85,17 +84,12 @@ class _NoSchema:
 def open_store(database: str | None, *, dry_run: bool) -> tuple[Any, Any]:
     """(the store to plan from, the store to write to or None for a dry run). A database without a schema
     is created (as ``autotune search`` does); an outdated one says to run ``autotune db upgrade``."""
-    from autotune.store import Store
+    from autotune.store.open import is_new
+    from autotune.store.open import open_store as open_db
 
-    store = Store(database, readonly=dry_run)
-    missing = (store.sqlite_path is not None and not os.path.exists(store.sqlite_path)) or (
-        store.schema_status()[0] is None
-    )
-    if missing:
-        if dry_run:
-            return _NoSchema(), None
-        store.upgrade()
-    store.check_schema()
+    store = open_db(database, create=True, readonly=dry_run)  # a dry run writes nothing, creates nothing
+    if dry_run and is_new(store):
+        return _NoSchema(), None
     return store, (None if dry_run else store)
 
 
