@@ -4,6 +4,7 @@ database without our schema, an older one and a newer one."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -19,8 +20,7 @@ def test_a_missing_sqlite_file_is_created_only_when_asked(tmp_path):
         open_store(url, create=False, readonly=True)
     dry = open_store(url, create=True, readonly=True)  # a dry run: nothing written
     assert is_new(dry) and not path.exists()
-    later = open_store(url, create=True, defer=True)  # checked now, created once the caller is ready
-    assert is_new(later) and not path.exists()
+    later = Store(url)  # checked (above), created once the caller is ready
     create_schema(later)
     assert path.exists() and not is_new(later)
     later.check_schema()
@@ -48,11 +48,11 @@ def test_an_older_or_newer_schema_is_never_migrated_implicitly(tmp_path, create)
         ("0000_from_the_future", StoreError, "newer autotune"),
         ("0001", SchemaOutOfDateError, "autotune db upgrade"),
     ):
-        with sqlite3.connect(path) as conn:
+        with closing(sqlite3.connect(path)) as conn, conn:
             conn.execute("UPDATE autotune_alembic_version SET version_num = ?", (revision,))
         before = path.read_bytes()
         with pytest.raises(error, match=says):
-            open_store(f"sqlite:///{path}", create=create, defer=True)
+            open_store(f"sqlite:///{path}", create=create)
         with pytest.raises(error, match=says):
             open_store(f"sqlite:///{path}", create=create, readonly=True)
         assert path.read_bytes() == before

@@ -100,7 +100,6 @@ def search(
     Several processes (one per host, or per GPU) may run the same command against one database: claims
     in the database keep them from measuring a config twice."""
     from autotune.settings import SearchSettings
-    from autotune.store.open import is_new, open_store
     from autotune.tuning.tuner import parse_shapes
 
     settings = SearchSettings.from_options(
@@ -123,13 +122,24 @@ def search(
         raise SettingsError(f"--configs {configs}: no such file")
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
-    # Fail fast on an unreachable, outdated or newer database before the workers start, and write nothing
-    # until every input has been checked: a new database is created only once the kernel file loaded.
-    store = open_store(db, create=True, defer=True)
-    reports, kernel = _run(file, store, is_new(store), settings, shapes)
+    store, new_db = _open_db(db)
+    reports, kernel = _run(file, store, new_db, settings, shapes)
     print_reports(reports, kernel)
     if json_out is not None:
         json_out.write_text(json.dumps([report_dict(r) for r in reports], indent=2, default=str))
+
+
+def _open_db(db: str | None) -> tuple[Store, bool]:
+    """(the store the search writes to, whether its database has no schema yet). The database is checked
+    through a read-only connection before the workers start, so an unreachable, outdated or newer one fails
+    fast and nothing is written until every input has been checked (a connection that may write would
+    already checkpoint a SQLite WAL). The writer connects once the kernel file loaded."""
+    from autotune.store import Store
+    from autotune.store.open import is_new, open_store
+
+    with open_store(db, create=True, readonly=True) as checked:
+        new_db = is_new(checked)
+    return Store(db), new_db
 
 
 def _run(

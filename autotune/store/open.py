@@ -18,18 +18,18 @@ if TYPE_CHECKING:
     from autotune.store import Store
 
 
-def open_store(url: str | None, *, create: bool, readonly: bool = False, defer: bool = False) -> Store:
+def open_store(url: str | None, *, create: bool, readonly: bool = False) -> Store:
     """The store at ``url`` (None: ``AUTOTUNE_DB``, else the default SQLite file), its schema checked.
 
-    ``create``: a database without our schema is created now. It is left as it is, and returned unchecked
-    (``is_new(store)`` says so), when nothing may be written yet: ``readonly`` (a dry run) or ``defer``
-    (the caller runs :func:`create_schema` once its other inputs are known good, so bad input leaves
-    nothing behind). ``readonly``: nothing is ever written through this store."""
+    ``create``: a database without our schema is created now; with ``readonly`` it is left as it is and
+    returned unchecked (``is_new(store)`` says so): the check of a caller that creates it later with
+    :func:`create_schema` (a search, once its kernel file loaded), or never (a dry run). ``readonly``:
+    nothing is written through this store, not even a SQLite checkpoint."""
     from autotune.store import Store
 
     store = Store(url, readonly=readonly)
     if create and is_new(store):
-        if not (readonly or defer):
+        if not readonly:
             store.upgrade()
             store.check_schema()
         return store
@@ -45,8 +45,9 @@ def is_new(store: Store) -> bool:
 
 
 def create_schema(store: Store) -> None:
-    """The deferred half of ``open_store(create=True, defer=True)``: create our schema if the database has
-    none (safe when several processes create it at once), then check it."""
+    """The creating half of ``open_store(create=True)``, for a caller that checked first (read-only) and
+    creates later: create our schema if the database has none (safe when several processes create it at
+    once), then check it."""
     if is_new(store):
         store.upgrade()
     store.check_schema()
