@@ -26,19 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.errors import AmbiguousKernelError, BenchError, KernelNotFoundError
-
-#: Set (to anything but "" or "0") when running under Nsight Systems / Compute Sanitizer: internal
-#: profiling conflicts with those tools, so the bench returns placeholder 1s, marked as not measured.
-NVIDIA_TOOLS_ENV = ("AUTOTUNE_USE_NVIDIA_TOOLS", "DG_USE_NVIDIA_TOOLS")
+from autotune.settings import nvidia_tools_active
 
 #: CPU-side range the flush runs in; events inside it are never matched
 _FLUSH_RANGE = "autotune::flush"
 #: kernel names the flush (and the barrier's sleep) launch, learnt once per device by profiling them alone
 _flush_kernel_names: dict[tuple[int, bool], frozenset[str]] = {}
-
-
-def nvidia_tools_active() -> bool:
-    return any(os.environ.get(v, "") not in ("", "0") for v in NVIDIA_TOOLS_ENV)
 
 
 @dataclass(frozen=True)

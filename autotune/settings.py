@@ -1,22 +1,31 @@
 """Every setting autotune reads, in one place: CLI flag > ``AUTOTUNE_*`` environment variable > default.
 
-Typed env helpers (as Helion's ``runtime/settings.py``) parse a value once and fail with one line naming
-the variable; ``check_environment()`` parses every variable at start-up, so a bad ``AUTOTUNE_FLUSH_BYTES``
-stops the command (exit 2) instead of making every trial ``launch_failed`` in the worker. ``ENV_VARS``
-is the documented list (the README's table mirrors it; a test keeps them in step)."""
+No other module reads an ``AUTOTUNE_*`` variable (a test holds it so). Typed env helpers (as Helion's
+``runtime/settings.py``) parse a value once and fail with one line naming the variable;
+``check_environment()`` parses every variable of a command at start-up, so a bad ``AUTOTUNE_FLUSH_BYTES``
+stops the command (exit 2) instead of making every trial ``launch_failed`` in the worker.
+
+The runtime lookup runs inside users' programs and must never raise for a setting: it reads its variables
+leniently (``lenient=True``: a bad value is one warning, and the default). This module imports nothing
+heavy (the lookup imports it), nor the search registry: strategy names are checked where the registry
+lives (``autotune.search.strategy_names``, by the CLI). ``ENV_VARS`` is the documented list (the README's
+table mirrors it; a test keeps them in step)."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, TypeVar
 
 from autotune.devices import parse_devices
 from autotune.errors import SettingsError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: every AUTOTUNE_* variable the code reads, with what it does
 ENV_VARS: dict[str, str] = {
@@ -44,6 +53,12 @@ ENV_VARS: dict[str, str] = {
 }
 
 
+#: values of an on/off variable that mean off (besides unset or empty)
+_OFF = ("0", "false", "no", "off")
+#: (variable, value) pairs a lenient read has warned about: each is said once per process
+_warned: set[tuple[str, str]] = set()
+
+
 def _raw(name: str) -> str | None:
     raw = os.environ.get(name)
     return None if raw is None or raw.strip() == "" else raw.strip()
@@ -53,29 +68,47 @@ def _bad(name: str, raw: str, what: str) -> SettingsError:
     return SettingsError(f"{name}={raw[:60]!r} is not {what}")
 
 
-def env_int(name: str, default: T, *, minimum: int | None = None) -> int | T:
+def _read(name: str, default: T, parse: Callable[[str], Any], lenient: bool) -> Any:
+    """``parse`` of the variable's value, ``default`` when unset. A bad value raises ``SettingsError``, or
+    with ``lenient`` (the runtime lookup, inside users' programs) warns once and gives ``default``."""
     raw = _raw(name)
     if raw is None:
         return default
     try:
-        value = int(raw)
-    except ValueError:
-        raise _bad(name, raw, "an integer") from None
-    if minimum is not None and value < minimum:
-        raise _bad(name, raw, f"an integer >= {minimum}")
-    return value
-
-
-def env_float(name: str, default: T, *, minimum: float = 0.0, positive: bool = False) -> float | T:
-    raw = _raw(name)
-    if raw is None:
+        return parse(raw)
+    except SettingsError as e:
+        if not lenient:
+            raise
+        if (name, raw) not in _warned:
+            _warned.add((name, raw))
+            log.warning("autotune: %s; using the default (%s). This warning is shown once.", e, default)
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise _bad(name, raw, "a number") from None
-    check_number(name, value, minimum=minimum, positive=positive)
-    return value
+
+
+def env_int(name: str, default: T, *, minimum: int | None = None, lenient: bool = False) -> int | T:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise _bad(name, raw, "an integer") from None
+        if minimum is not None and value < minimum:
+            raise _bad(name, raw, f"an integer >= {minimum}")
+        return value
+
+    return _read(name, default, parse, lenient)
+
+
+def env_float(
+    name: str, default: T, *, minimum: float = 0.0, positive: bool = False, lenient: bool = False
+) -> float | T:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise _bad(name, raw, "a number") from None
+        return check_number(name, value, minimum=minimum, positive=positive)
+
+    return _read(name, default, parse, lenient)
 
 
 def env_str(name: str, default: T) -> str | T:
@@ -85,7 +118,7 @@ def env_str(name: str, default: T) -> str | T:
 
 def env_bool(name: str, default: bool = False) -> bool:
     raw = _raw(name)
-    return default if raw is None else raw.lower() not in ("0", "false", "no", "off")
+    return default if raw is None else raw.lower() not in _OFF
 
 
 def check_number(what: str, value: float, *, minimum: float = 0.0, positive: bool = False) -> float:
@@ -101,16 +134,68 @@ def check_number(what: str, value: float, *, minimum: float = 0.0, positive: boo
 
 def flush_bytes() -> int | None:
     """``AUTOTUNE_FLUSH_BYTES`` as a positive int (``1e9`` accepted), or None for the device default."""
-    raw = _raw("AUTOTUNE_FLUSH_BYTES")
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise _bad("AUTOTUNE_FLUSH_BYTES", raw, "a number of bytes") from None
-    if math.isnan(value) or math.isinf(value) or value < 1 or value > 2**40:
-        raise _bad("AUTOTUNE_FLUSH_BYTES", raw, "a number of bytes between 1 and 2**40")
-    return int(value)
+
+    def parse(raw: str) -> int:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise _bad("AUTOTUNE_FLUSH_BYTES", raw, "a number of bytes") from None
+        if math.isnan(value) or math.isinf(value) or value < 1 or value > 2**40:
+            raise _bad("AUTOTUNE_FLUSH_BYTES", raw, "a number of bytes between 1 and 2**40")
+        return int(value)
+
+    return _read("AUTOTUNE_FLUSH_BYTES", None, parse, lenient=False)
+
+
+#: Set (to anything but "" or "0") when running under Nsight Systems / Compute Sanitizer: internal
+#: profiling conflicts with those tools, so the bench returns placeholder 1s, marked as not measured.
+NVIDIA_TOOLS_ENV = ("AUTOTUNE_USE_NVIDIA_TOOLS", "DG_USE_NVIDIA_TOOLS")
+
+
+def nvidia_tools_active() -> bool:
+    return any(os.environ.get(v, "") not in ("", "0") for v in NVIDIA_TOOLS_ENV)
+
+
+def database() -> str | None:
+    """``AUTOTUNE_DB``: a database URL, a SQLite path or an export file; None: the default SQLite file."""
+    return env_str("AUTOTUNE_DB", None)
+
+
+def home() -> Path:
+    """The folder of the default SQLite database: ``$AUTOTUNE_HOME``, else ``$XDG_DATA_HOME/autotune``
+    (``~/.local/share/autotune``)."""
+    configured = env_str("AUTOTUNE_HOME", None)
+    if configured is not None:
+        return Path(configured).expanduser()
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share").expanduser() / "autotune"
+
+
+def spaces_dir() -> str | None:
+    """``AUTOTUNE_SPACES_DIR``: a folder searched first for ``<name>.yaml`` spaces."""
+    return env_str("AUTOTUNE_SPACES_DIR", None)
+
+
+def record() -> str | None:
+    """``AUTOTUNE_RECORD``: None when off (unset, 0, false, no, off), else its value: 1 (true, yes, on:
+    record into the database the lookup reads) or the URL of the database to record into."""
+    raw = env_str("AUTOTUNE_RECORD", None)
+    return None if raw is None or raw.lower() in _OFF else raw
+
+
+#: seconds best_config's first lookup of a (database, kernel, device) waits for its rows
+LOOKUP_TIMEOUT_S = 1.0
+#: seconds best_config remembers a failed database before one lookup tries again
+LOOKUP_RETRY_S = 60.0
+
+
+def lookup_timeout_s() -> float:
+    """``AUTOTUNE_LOOKUP_TIMEOUT``, read leniently (the lookup never raises for a setting)."""
+    return env_float("AUTOTUNE_LOOKUP_TIMEOUT", LOOKUP_TIMEOUT_S, lenient=True)
+
+
+def lookup_retry_s() -> float:
+    """``AUTOTUNE_LOOKUP_RETRY``, read leniently (the lookup never raises for a setting)."""
+    return env_float("AUTOTUNE_LOOKUP_RETRY", LOOKUP_RETRY_S, lenient=True)
 
 
 def default_compile_workers() -> int:
@@ -152,13 +237,9 @@ class SearchSettings:
     worker_env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from autotune.search import strategy_names
-
+        # the name is checked against the registry where it lives (autotune.search), not here: settings
+        # stay importable without the search package
         self.strategy = self.strategy.lower()
-        if self.strategy not in strategy_names():
-            raise SettingsError(
-                f"unknown strategy {self.strategy!r}: choose one of {', '.join(strategy_names())}"
-            )
         if self.trials < 1:
             raise SettingsError(f"--trials must be at least 1 (got {self.trials})")
         if self.num_tests < 1:
@@ -181,7 +262,10 @@ class SearchSettings:
         return cls(**{k: v for k, v in options.items() if v is not None})
 
 
-def check_environment() -> None:
-    """Parse every AUTOTUNE_* variable once (CLI start-up): the first bad one is one line, exit 2."""
-    SearchSettings()
+def check_environment() -> SearchSettings:
+    """Parse every AUTOTUNE_* variable a command uses, once (CLI start-up): the first bad one is one line,
+    exit 2. Returns the search settings the environment gives (their strategy name still to be checked
+    against the registry)."""
+    settings = SearchSettings()
     flush_bytes()
+    return settings

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import logging
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from autotune import settings
 from autotune.devices import ALL, Device, parse_devices
 from autotune.errors import SettingsError
 from autotune.settings import ENV_VARS, SearchSettings, flush_bytes
@@ -34,7 +40,6 @@ def test_every_variable_the_code_reads_is_declared_and_documented():
         ("AUTOTUNE_TIMEOUT", "inf", "finite"),
         ("AUTOTUNE_LEASE", "-1", "> 0"),
         ("AUTOTUNE_COMPILE_WORKERS", "-2", ">= 0"),
-        ("AUTOTUNE_STRATEGY", "annealing", "unknown strategy"),
         ("AUTOTUNE_DEVICES", "gpu7", "unknown device"),
     ],
 )
@@ -42,6 +47,16 @@ def test_bad_values_are_one_error(monkeypatch, env, value, message):
     monkeypatch.setenv(env, value)
     with pytest.raises(SettingsError, match=re.escape(message)):
         SearchSettings()
+
+
+def test_strategy_names_are_checked_where_the_registry_lives(monkeypatch):
+    from autotune.cli.common import check_strategy
+
+    monkeypatch.setenv("AUTOTUNE_STRATEGY", "Annealing")
+    assert SearchSettings().strategy == "annealing"  # settings only normalize: they know no registry
+    with pytest.raises(SettingsError, match=re.escape("unknown strategy 'annealing': choose one of")):
+        check_strategy(SearchSettings().strategy)
+    assert check_strategy("grid") == "grid"
 
 
 def test_flags_beat_env(monkeypatch):
@@ -75,3 +90,117 @@ def test_devices():
     ]:
         with pytest.raises(SettingsError, match=msg):
             parse_devices(bad)
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
+
+
+def test_settings_import_nothing_heavy_nor_the_search_registry():
+    code = (
+        "import sys\n"
+        "from autotune import settings\n"
+        "settings.check_environment(); settings.lookup_timeout_s(); settings.record(); settings.home()\n"
+        "heavy = ('autotune.search', 'optuna', 'typer', 'alembic', 'torch', 'sqlalchemy')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=_clean_env(), capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    "name,read",
+    [("AUTOTUNE_LOOKUP_TIMEOUT", "lookup_timeout_s"), ("AUTOTUNE_LOOKUP_RETRY", "lookup_retry_s")],
+)
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_lookup_settings_warn_once_and_default(monkeypatch, caplog, name, read, value):
+    monkeypatch.setattr(settings, "_warned", set())
+    monkeypatch.setenv(name, value)
+    default = {"lookup_timeout_s": settings.LOOKUP_TIMEOUT_S, "lookup_retry_s": settings.LOOKUP_RETRY_S}[read]
+    with caplog.at_level(logging.WARNING, logger="autotune.settings"):
+        assert getattr(settings, read)() == default
+        assert getattr(settings, read)() == default
+    said = [r.getMessage() for r in caplog.records if name in r.getMessage()]
+    assert len(said) == 1 and "using the default" in said[0], said
+    monkeypatch.setenv(name, "0.5")
+    assert getattr(settings, read)() == 0.5
+    with pytest.raises(SettingsError, match=name):  # the strict reading of the same value (CLI start-up)
+        monkeypatch.setenv(name, value)
+        settings.env_float(name, default)
+
+
+def test_best_config_with_bad_lookup_settings_answers_and_warns(tmp_path):
+    # end to end, in a fresh interpreter: the lookup neither raises nor loads anything heavy
+    db = tmp_path / "l.db"
+    code = (
+        "import sys\n"
+        "from autotune.store import Store\n"
+        "from autotune.env import current_device_name\n"
+        "from autotune.trial import TrialResult, TrialStatus\n"
+        "env = dict(device_kind='cpu', gpu_name=current_device_name('cpu'), cc='cpu', sm_count=2,\n"
+        "           driver='none', cuda='none', torch='2.8.0', triton='3.6.0')\n"
+        "with Store(sys.argv[1]) as s:\n"
+        "    s.schema.upgrade()\n"
+        "    key = s.keys.ensure('gemm', 'a' * 64, 's' * 64, {}, {'M': 64}, 'M=64', {'a': 'bf16'}, env)\n"
+        "    s.trials.record(key.id, TrialResult(TrialStatus.OK, {'BLOCK': 64}, time_s=1e-5))\n"
+        "    s.trials.refresh_best(key.id)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(db)], cwd=ROOT, env=_clean_env(), check=True, timeout=120)
+    lookup = (
+        "import sys\n"
+        "from autotune.runtime.lookup import best_config\n"
+        "for _ in range(3):\n"
+        "    assert best_config('gemm', db=sys.argv[1], device='cpu', M=64) == {'BLOCK': 64}\n"
+        "    # a failed database is retried after AUTOTUNE_LOOKUP_RETRY: read on the second call\n"
+        "    assert best_config('gemm', db=sys.argv[1] + '.missing', device='cpu', default=1, M=64) == 1\n"
+        "heavy = ('optuna', 'typer', 'alembic', 'torch')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    env = {**_clean_env(), "AUTOTUNE_LOOKUP_TIMEOUT": "soon", "AUTOTUNE_LOOKUP_RETRY": "-5"}
+    out = subprocess.run(
+        [sys.executable, "-c", lookup, str(db)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+    for name in ("AUTOTUNE_LOOKUP_TIMEOUT='soon'", "AUTOTUNE_LOOKUP_RETRY must be >= 0"):
+        assert out.stderr.count(name) == 1, out.stderr
+
+
+def _env_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of every read of the process environment in a module: os.environ[...], .get(...),
+    os.getenv(...); what is the key when it is a literal, else "<computed>"."""
+    reads = []
+    for node in ast.walk(tree):
+        target = key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            target, key = node.value, node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if node.func.attr == "get":
+                target, key = node.func.value, node.args[0]
+            elif node.func.attr == "getenv":
+                target, key = node.func, node.args[0]
+        if target is None or "environ" not in ast.unparse(target) and "getenv" not in ast.unparse(target):
+            continue
+        literal = isinstance(key, ast.Constant) and isinstance(key.value, str)
+        reads.append((node.lineno, key.value if literal else "<computed>"))
+    return reads
+
+
+def test_every_autotune_variable_is_read_in_settings_only():
+    offenders = []
+    for f in sorted((ROOT / "autotune").rglob("*.py")):
+        if f == ROOT / "autotune" / "settings.py":
+            continue
+        for line, key in _env_reads(ast.parse(f.read_text())):
+            if key.startswith("AUTOTUNE_") or key == "<computed>":
+                offenders.append(f"{f.relative_to(ROOT)}:{line} reads {key}")
+    assert not offenders, "read these through autotune.settings: " + "; ".join(offenders)
+    # the check sees the kinds of reads it looks for
+    sample = "import os\nos.environ.get('AUTOTUNE_X')\nos.environ['AUTOTUNE_Y']\nos.getenv(name)\n"
+    assert [k for _, k in _env_reads(ast.parse(sample))] == ["AUTOTUNE_X", "AUTOTUNE_Y", "<computed>"]

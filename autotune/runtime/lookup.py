@@ -38,6 +38,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from autotune import settings
 from autotune.env import current_device_name
 from autotune.runtime import requests_log as _requests
 from autotune.shapes import format_shape, shape_distance
@@ -49,9 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: seconds the first lookup of a (database, kernel, device) waits for its rows [env: AUTOTUNE_LOOKUP_TIMEOUT]
-DEFAULT_TIMEOUT_S = 1.0
+DEFAULT_TIMEOUT_S = settings.LOOKUP_TIMEOUT_S
 #: seconds a failed load is remembered before one lookup tries again [env: AUTOTUNE_LOOKUP_RETRY]
-DEFAULT_RETRY_S = 60.0
+DEFAULT_RETRY_S = settings.LOOKUP_RETRY_S
 #: SQLite busy timeout of the lookup's connections (a locked file fails in this time, not in 60 s)
 SQLITE_BUSY_TIMEOUT_S = 0.25
 #: Postgres connect timeout: 2 s is the minimum libpq and psycopg honour (a smaller value counts as 2)
@@ -161,26 +162,12 @@ def clear_cache() -> None:
 # ---------------------------------------------------------------- settings
 
 
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-        if not math.isfinite(value) or value < 0:
-            raise ValueError
-        return value
-    except ValueError:
-        _warn_once(("setting", name), "*", ValueError(f"{name}={raw!r} is not a number of seconds >= 0"))
-        return default
-
-
 def _timeout_s() -> float:
-    return _env_seconds("AUTOTUNE_LOOKUP_TIMEOUT", DEFAULT_TIMEOUT_S)
+    return settings.lookup_timeout_s()  # lenient: a bad value warns once and means the default
 
 
 def _retry_s() -> float:
-    return _env_seconds("AUTOTUNE_LOOKUP_RETRY", DEFAULT_RETRY_S)
+    return settings.lookup_retry_s()
 
 
 # ---------------------------------------------------------------- the slow path (a cache miss)
@@ -196,7 +183,7 @@ def _lookup(
     record: bool | str | None = None,
 ) -> _Answer | _Load:
     device_name = current_device_name(device)
-    source = db or os.environ.get("AUTOTUNE_DB", "")
+    source = db or settings.database() or ""
     if _is_export_file(source):
         # A file written by `autotune export`: no database and no SQLAlchemy on the deployment's launch path.
         where = source

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from autotune import settings
+
 log = logging.getLogger(__name__)
 
 #: seconds between two background flushes
@@ -69,8 +71,7 @@ def count(key: tuple[Any, ...], record: bool | str | None) -> None:
 
 def _env_setting() -> str | None:
     if not _env_target:
-        raw = os.environ.get("AUTOTUNE_RECORD", "").strip()
-        _env_target.append(None if raw.lower() in _OFF else raw)
+        _env_target.append(settings.record())
     return _env_target[0]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from autotune import settings
 from autotune.errors import SpaceError
 from autotune.space.messages import _clip, _short
 from autotune.space.space import Space
@@ -147,7 +148,8 @@ def default_space_dirs(near: str | os.PathLike[str] | None = None) -> list[Path]
     """Where a space named ``<name>`` is looked for, in order (the one resolver, for kernel files and
     :func:`load_space` alike): $AUTOTUNE_SPACES_DIR; with ``near`` (a kernel file), the search_spaces folder
     beside it and beside its folder; ./search_spaces; the search_spaces folder next to this package."""
-    dirs = [Path(os.environ["AUTOTUNE_SPACES_DIR"])] if os.environ.get("AUTOTUNE_SPACES_DIR") else []
+    extra = settings.spaces_dir()
+    dirs = [Path(extra)] if extra else []
     if near is not None:
         folder = Path(near).parent
         dirs += [folder / "search_spaces", folder.parent / "search_spaces"]

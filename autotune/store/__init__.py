@@ -88,17 +88,21 @@ class Store:
 
     @classmethod
     def open(cls, url: str | None = None, *, create: bool = False, readonly: bool = False) -> Store:
-        """The store at ``url``, checked to be at this autotune's schema revision (else a ``StoreError``
-        that says what to run). ``create``: a database without our schema (a missing SQLite file, an empty
-        database) is created in place, under the migration lock; one with an older schema is never
-        migrated implicitly (``autotune db upgrade`` does that). ``readonly``: never writes (SQLite:
-        opened read-only; Postgres: read-only transactions), so it cannot be combined with ``create``."""
-        if create and readonly:
-            raise ValueError("Store.open: a read-only store cannot create its schema")
+        """The store at ``url`` (None: ``AUTOTUNE_DB``, else the default SQLite file), checked to be at this
+        autotune's schema revision (else a ``StoreError`` that says what to run): the one create-or-check
+        policy of the CLI, nightly jobs and reports. ``create``: a database without our schema (a missing
+        SQLite file, an empty database) is created in place, under the migration lock; one with an older
+        schema is never migrated implicitly (``autotune db upgrade`` does that, since other processes may
+        be reading it). ``readonly``: never writes (SQLite: opened read-only, not even a checkpoint;
+        Postgres: read-only transactions). Both: a database without our schema is returned unchecked and
+        left as it is (``store.schema.missing()`` says so), for a caller that creates it later with
+        ``store.schema.create()`` (a search, once its kernel file loaded) or never (a dry run)."""
         store = cls(url, readonly=readonly)
         try:
             if create and store.schema.missing():
-                store.schema.upgrade()
+                if not readonly:
+                    store.schema.create()
+                return store
             store.schema.check()
         except BaseException:
             store.close()

@@ -98,6 +98,14 @@ class Schema:
             return True
         return self._current_revision() is None
 
+    def create(self) -> None:
+        """Create our schema if the database has none (safe when several processes create it at once),
+        then check it: the creating half of ``Store.open(create=True)`` for a caller that opened it
+        read-only first."""
+        if self.missing():
+            self.upgrade()
+        self.check()
+
     def diagnose(self) -> StoreError | None:
         """The schema problem that explains a failed statement, if any (the database's ``diagnose``)."""
         try:

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+from autotune import settings
 from autotune.errors import StoreError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -31,20 +32,12 @@ _MIN_PIECE = 4
 
 def default_db_path() -> Path:
     """``$AUTOTUNE_HOME/autotune.db``, else ``$XDG_DATA_HOME/autotune/autotune.db`` (``~/.local/share``)."""
-    home = os.environ.get("AUTOTUNE_HOME")
-    if home:
-        base = Path(home).expanduser()
-    else:
-        base = (
-            Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share").expanduser()
-            / "autotune"
-        )
-    return base.absolute() / "autotune.db"
+    return settings.home().absolute() / "autotune.db"
 
 
 def default_db_url() -> str:
     """``$AUTOTUNE_DB`` if set, else the default SQLite file (its directory is created on first write)."""
-    env = os.environ.get("AUTOTUNE_DB", "").strip()
+    env = settings.database()
     return normalize_db_url(env) if env else f"sqlite:///{default_db_path()}"
 
 

@@ -98,14 +98,10 @@ def open_store(database: str | None, *, dry_run: bool) -> tuple[PlanSource, Stor
     writes nothing, not even the schema: it plans from an empty history."""
     from autotune.store import Store
 
-    if not dry_run:
-        store = Store.open(database, create=True)
-        return store, store
-    store = Store(database, readonly=True)
-    if store.schema.missing():
+    store = Store.open(database, create=True, readonly=dry_run)  # a dry run writes nothing, creates nothing
+    if dry_run and store.schema.missing():
         return _NoSchema(), None
-    store.schema.check()
-    return store, None
+    return store, (None if dry_run else store)
 
 
 def _deadline(job: Job, started: float) -> float:

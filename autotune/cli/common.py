@@ -1,0 +1,67 @@
+"""What the command modules share: the consoles, the option types used by several commands, the one-line
+failure, number and config formatting, the strategy-name check."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from autotune.errors import SettingsError
+
+# Wide when piped (logs, CI): rich would otherwise squeeze tables into 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="Database URL or SQLite path [env: AUTOTUNE_DB]; default: the embedded SQLite file"
+    ),
+]
+ShapesOption = Annotated[
+    list[str] | None, typer.Option("--shape", help="e.g. M=4096,N=7168,K=2048 (repeatable)")
+]
+
+
+def mask_secrets(text: str) -> str:
+    """Mask any password inside a URL in a message (user:***@host): the one masker, ``autotune.store.urls``."""
+    from autotune.store.urls import mask_secrets as mask
+
+    return mask(text)
+
+
+def say_error(message: str) -> None:
+    """One ``error:`` line on stderr, any password in it masked."""
+    err.print(f"[bold red]error:[/] {mask_secrets(message)}", highlight=False, markup=True, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    say_error(message)
+    raise typer.Exit(code)
+
+
+def check_strategy(name: str) -> str:
+    """``name`` if the strategy registry knows it (``autotune.search`` holds the names, so settings need not
+    import it), else a ``SettingsError``."""
+    from autotune.search import strategy_names
+
+    if name not in strategy_names():
+        raise SettingsError(f"unknown strategy {name!r}: choose one of {', '.join(strategy_names())}")
+    return name
+
+
+def fmt_time(t: float | None) -> str:
+    if t is None:
+        return "-"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3f} ms"
+    return f"{t * 1e6:.2f} us"
+
+
+def fmt_config(config: dict[str, Any] | None) -> str:
+    if not config:
+        return "-"
+    return ",".join(f"{k}={v}" for k, v in config.items())

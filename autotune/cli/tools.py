@@ -1,0 +1,316 @@
+"""The tools around a search: for a kernel file (``check``, ``space``, ``bench``) and for strategies offline
+(``replay`` on recorded landscapes, ``landscape export`` to record one). Three sub-apps, so that
+``autotune --help`` keeps listing the commands in the order of a user's work."""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from autotune.cli.common import DbOption, ShapesOption, fail, fmt_config, fmt_time, out
+from autotune.errors import SettingsError
+
+if TYPE_CHECKING:
+    from autotune.space.space import Space
+
+kernel_app = typer.Typer()
+replay_app = typer.Typer()
+landscape_app = typer.Typer(
+    no_args_is_help=True, help="Landscape files: every config of a space measured on a shape."
+)
+
+
+@kernel_app.command()
+def check(
+    file: Annotated[Path, typer.Argument(help="Kernel file to check against the contract")],
+    shape: Annotated[
+        str | None, typer.Option(help="Shape to run (default: the smallest default shape)")
+    ] = None,
+    device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda if present)")] = None,
+    time_it: Annotated[
+        bool, typer.Option("--time/--no-time", help="Also time the default config by name")
+    ] = True,
+) -> None:
+    """Conformance check of a kernel file: declarations, space, inputs, default config vs reference, timing."""
+    from autotune.kernel.conformance import check_kernel_file_isolated
+    from autotune.settings import SearchSettings
+    from autotune.shapes import parse_shape
+
+    if not file.is_file():
+        raise SettingsError(f"{file}: no such kernel file")
+    limits = SearchSettings()
+    results = check_kernel_file_isolated(
+        file,
+        device=device or "",
+        shape=parse_shape(shape) if shape else None,
+        time_it=time_it,
+        timeout_s=limits.start_timeout_s + limits.run_timeout_s,
+    )
+    failed = 0
+    for r in results:
+        mark = "[green]ok[/]  " if r.ok else "[red]FAIL[/]"
+        failed += not r.ok
+        out.print(f"{mark} {r.name}: {r.detail}", highlight=False)
+    if failed:
+        fail(f"{file}: {failed} conformance check(s) failed")
+
+
+@kernel_app.command()
+def space(
+    path: Annotated[Path | None, typer.Argument(help="A search_spaces/*.yaml file")] = None,
+    facts: Annotated[str, typer.Option(help="Device facts: h200, h100 or cpu")] = "h200",
+    show_configs: Annotated[
+        int,
+        typer.Option(
+            "--list",
+            help="Print the first N valid configs (N random ones if the space is too large to count)",
+        ),
+    ] = 0,
+    from_triton: Annotated[
+        str | None,
+        typer.Option(
+            "--from-triton",
+            help="FILE.py:NAME: make the space of a triton.Config list (an @autotune / @triton.autotune "
+            "kernel, a TritonKernel or a list); YAML on stdout, or into --out and then checked",
+        ),
+    ] = None,
+    out_path: Annotated[Path | None, typer.Option("--out", help="With --from-triton: write it here")] = None,
+    product: Annotated[
+        bool, typer.Option(help="With --from-triton: the full product of the values, not the listed set")
+    ] = False,
+) -> None:
+    """Validate a search-space file and count its valid configs for a device.
+
+    A space of at most 1,000,000 combinations before constraints (autotune.space.MAX_ENUMERATE) is
+    counted exactly; a larger one is reported as too large to count (a search samples it) after a
+    bounded check that it has a valid config. No valid config on the device: an error (exit 2)."""
+    from autotune.space.space import Space
+
+    if from_triton:
+        path = _space_from_triton(from_triton, out_path, product)
+        if path is None:
+            return
+    elif path is None:
+        raise SettingsError("give a space file (FILE.yaml), or --from-triton FILE.py:NAME")
+    fact_values = _device_facts(facts)
+    sp = Space.from_yaml(path)
+    summary = _count_configs(sp, fact_values, facts, show_configs)
+    out.print(
+        f"{sp.name}: {len(sp.params)} params, {summary}; hash {sp.hash()[:16]}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _space_from_triton(spec: str, out_path: Path | None, product: bool) -> Path | None:
+    """The space of a ``triton.Config`` list as YAML: on stdout (None), or written to ``out_path`` (returned,
+    to be checked as any space file)."""
+    from autotune.space.triton import dump_yaml, space_from_file
+
+    text = dump_yaml(space_from_file(spec, product=product))
+    if out_path is None:
+        typer.echo(text, nl=False)
+        return None
+    out_path.write_text(text)
+    return out_path
+
+
+def _device_facts(facts: str) -> dict[str, Any]:
+    from autotune.env import DEVICE_PRESETS, device_facts
+
+    if facts == "cpu":
+        return device_facts("cpu")
+    if facts in DEVICE_PRESETS:
+        return DEVICE_PRESETS[facts]
+    raise SettingsError(f"unknown device facts {facts!r}: choose cpu or {', '.join(DEVICE_PRESETS)}")
+
+
+def _count_configs(sp: Space, fact_values: dict[str, Any], facts: str, show_configs: int) -> str:
+    """How many configs of ``sp`` are valid on the device (printing the first ``show_configs``); exactly when
+    the space is small enough to enumerate, else after a bounded check that one exists."""
+    import random
+
+    from autotune.errors import SpaceError
+    from autotune.space.space import MAX_ENUMERATE, format_count
+
+    size, exact = sp.size_info(fact_values)
+    combos = f"{'' if exact else 'at most '}{format_count(size)} combinations"
+    if size > MAX_ENUMERATE:
+        sp.find_valid(fact_values)  # SpaceError (exit 2) in bounded time when there is none
+        for cfg in sp.sample_unique(random.Random(0), show_configs, fact_values):
+            out.print(fmt_config(cfg), highlight=False)
+        return (
+            f"too large to count exactly: {combos} (limit {MAX_ENUMERATE:,}); searched by sampling; "
+            f"has valid configs on {facts}"
+        )
+    n = 0
+    for cfg in sp.enumerate(fact_values):
+        if n < show_configs:
+            out.print(fmt_config(cfg), highlight=False)
+        n += 1
+    if n == 0:
+        every = f"all {combos} violate" if exact else "every combination violates"
+        raise SpaceError(f"{sp.source}: no valid config on {facts}: {every} a constraint")
+    return f"{combos}, {n:,} valid on {facts}"
+
+
+@kernel_app.command()
+def bench(
+    file: Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL")],
+    shape: ShapesOption = None,
+    config: Annotated[
+        str | None, typer.Option(help="Config as JSON (default: the kernel's default config)")
+    ] = None,
+    device: Annotated[str | None, typer.Option(help="cuda, cuda:N or cpu")] = None,
+    num_tests: Annotated[int, typer.Option(help="Timed calls per measurement")] = 30,
+) -> None:
+    """Time one config (default: the kernel's default) on each shape with the L2-flushed Kineto bench."""
+    from autotune.tuning.tuner import parse_shapes
+
+    shapes = parse_shapes(shape)
+    try:
+        cfg = json.loads(config) if config else None
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"--config is not valid JSON: {exc}") from None
+    if not file.is_file():
+        raise SettingsError(f"{file}: no such kernel file")
+    table = Table(title=f"{file.name}: Kineto device time, L2 flushed before each call")
+    for col in ("shape", "config", "status", "time", "TFLOP/s", "GB/s", "spread"):
+        table.add_column(col)
+    _bench_rows(table, file, shapes, cfg, device, num_tests)
+    out.print(table)
+
+
+def _bench_rows(
+    table: Table,
+    file: Path,
+    shapes: list[dict[str, int]] | None,
+    cfg: dict[str, Any] | None,
+    device: str | None,
+    num_tests: int,
+) -> None:
+    """Time ``cfg`` (None: the kernel's default) on each shape in one worker, a table row each."""
+    from autotune.engine import EvalOptions, Worker
+    from autotune.settings import SearchSettings
+
+    defaults = SearchSettings()
+    options = EvalOptions(
+        num_tests=num_tests,
+        compile_timeout_s=defaults.compile_timeout_s,
+        run_timeout_s=defaults.run_timeout_s,
+        start_timeout_s=defaults.start_timeout_s,
+    )
+    with Worker(str(file), device or "", options) as worker:
+        info = worker.start()
+        from autotune.shapes import check_shape, format_shape
+        from autotune.space.space import Space
+
+        sp = Space.from_dict(info.meta.space)
+        cfg = sp.normalize(cfg) if cfg is not None else dict(info.meta.default_config)
+        targets = [check_shape(s, info.meta.shape_params) for s in (shapes or info.meta.default_shapes)]
+        for s in targets:
+            r = worker.evaluate(cfg, s)
+            table.add_row(
+                format_shape(s),
+                fmt_config(cfg),
+                r.status.value,
+                fmt_time(r.time_s),
+                f"{r.tflops:.3g}" if r.tflops else "-",
+                f"{r.gbps:.3g}" if r.gbps else "-",
+                f"{r.spread:.1%}" if r.spread is not None else (r.error or "")[:60],
+            )
+
+
+@landscape_app.command("export")
+def landscape_export(
+    kernel: Annotated[str, typer.Argument(help="Kernel name")],
+    shape: Annotated[str, typer.Option("--shape", help="The shape, e.g. M=64,N=2112,K=7168")],
+    out: Annotated[Path, typer.Option("--out", help="File to write")],
+    device: Annotated[str | None, typer.Option(help="GPU model (default: the newest key's)")] = None,
+    db: DbOption = None,
+) -> None:
+    """Write the search trials of a key as a landscape file (the format `autotune replay` reads)."""
+    from autotune.shapes import format_shape, parse_shape
+    from autotune.store import Store
+    from autotune.tuning.landscape import export_landscape
+
+    store = Store.open(db, create=False, readonly=True)
+    land = export_landscape(store, kernel, format_shape(parse_shape(shape)), device)
+    out.write_text(json.dumps(land.to_json(), indent=1))
+    typer.echo(f"wrote {out}: {len(land.results)} configs of {kernel} {land.shape_key} on {land.device_name}")
+
+
+@replay_app.command()
+def replay(
+    landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
+    strategy: Annotated[str, typer.Option(help="Strategies, comma-separated")] = "auto,tpe",
+    evaluations: Annotated[int, typer.Option(help="Evaluations per search")] = 40,
+    budgets: Annotated[
+        str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,EVALUATIONS)")
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
+    transfer: Annotated[
+        bool,
+        typer.Option(help="Other landscapes of the same kernel in the store (leave-one-shape-out)"),
+    ] = True,
+    preload: Annotated[
+        list[Path] | None, typer.Option(help="More landscapes put in the store as training data")
+    ] = None,
+    kernel: Annotated[
+        Path | None, typer.Option(help="Kernel file: its features() hook feeds the auto strategy")
+    ] = None,
+    depth: Annotated[int, typer.Option(help="Proposals in flight (the H200 pipeline's: 19)")] = 19,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write every run as JSON")] = None,
+) -> None:
+    """Replay strategies offline on recorded landscapes: regret per shape, budget and seed."""
+    from autotune.tuning import replay as rp
+    from autotune.tuning.landscape import load_landscape
+
+    names = _strategies(strategy)
+    if evaluations < 1 or seeds < 1 or depth < 1:
+        raise SettingsError("--evaluations, --seeds and --depth must be at least 1")
+    report_at = _budgets(budgets, evaluations)
+    targets = [load_landscape(p) for p in landscapes]
+    extra = [load_landscape(p) for p in preload or ()]
+    logging.getLogger("autotune").setLevel(logging.WARNING)
+    with rp.kernel_features(str(kernel)) if kernel else nullcontext() as feats:
+        runs = rp.replay(
+            targets,
+            names,
+            evaluations,
+            range(seeds),
+            transfer=transfer,
+            preload=extra,
+            features_for=feats,
+            depth=depth,
+        )
+    for line in rp.format_table(runs, report_at):
+        typer.echo(line)
+    if json_out:
+        json_out.write_text(json.dumps([r.__dict__ for r in runs], indent=1))
+
+
+def _strategies(text: str) -> list[str]:
+    """``--strategy a,b``, each name known to the registry."""
+    from autotune.search import strategy_names
+
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [n for n in names if n not in strategy_names()]
+    if bad or not names:
+        raise SettingsError(f"--strategy {text!r}: choose from {', '.join(strategy_names())}")
+    return names
+
+
+def _budgets(text: str | None, evaluations: int) -> list[int]:
+    """The budgets to report regret at: ``--budgets`` (default 10, 20 and ``evaluations``), within range."""
+    try:
+        report_at = sorted({int(b) for b in text.split(",")}) if text else sorted({10, 20, evaluations})
+    except ValueError:
+        raise SettingsError(f"--budgets {text!r}: comma-separated integers") from None
+    return [b for b in report_at if 1 <= b <= evaluations]
