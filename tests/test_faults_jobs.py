@@ -145,3 +145,140 @@ def test_seed_out_of_range_is_one_line(tmp_path, seed):
     assert "seed: must be" in line and len(line) < 200, line
     with pytest.raises(AutotuneError, match="seed: must be"):
         load_job(path)
+
+
+# ---------------------------------------------------------------- row 4: one poisoned request
+
+
+def test_poisoned_requests_are_skipped_and_the_valid_one_is_tuned(sqlite_url, tmp_path):
+    """Production recorded N=2**70 (no int64 holds it) and N=10**13 (its inputs cannot be allocated: 1.1 PiB
+    of float32, more than any address space) beside a valid N=40. The job exited 2 on the first and tuned
+    nothing; now both are skipped with the reason (dry-run plan, JSON, report) and N=40 is tuned."""
+    from autotune.runtime import requests_log
+    from autotune.runtime.lookup import best_config, clear_cache
+    from autotune.store import Store
+
+    Store(sqlite_url).upgrade()
+    clear_cache()
+    try:
+        for n in (2**70, 10**13, 40):
+            best_config("matmul_cpu", db=sqlite_url, device="cpu", M=32, N=n, K=32, record=True)
+        assert requests_log.flush() == 3
+    finally:
+        clear_cache()
+    doc = {
+        "name": "poisoned",
+        "database": sqlite_url,
+        "devices": "cpu",
+        "kernels": [{"file": str(MATMUL), "shapes": ["requested"]}],
+        "strategy": "random",
+        "evaluations": 2,
+        "seed": 0,
+        "num_tests": 3,
+        "verify": False,
+        "report": str(tmp_path / "report"),
+    }
+    job = write(tmp_path, json.dumps(doc))
+    huge, unbuildable, valid = (f"M=32,N={n},K=32" for n in (2**70, 10**13, 40))
+
+    plan = subprocess.run(
+        [sys.executable, "-m", "autotune", "nightly", str(job), "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert f"skip    requested {huge} (N={2**70} is too large (max 2**62))" in plan.stderr, plan.stderr
+    assert f"tune    {valid}: 2 evaluations" in plan.stderr, plan.stderr
+
+    out = tmp_path / "summary.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "autotune", "nightly", str(job), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(out.read_text())
+    assert summary["errors"] == []
+    by_shape = {e["shape"]: e for e in summary["shapes"]}
+    assert by_shape[valid]["evaluations"] == 2 and by_shape[valid]["best_s"] > 0
+    assert by_shape[unbuildable]["evaluations"] == 0
+    assert by_shape[unbuildable]["skipped"].startswith("inputs cannot be built: RuntimeError"), by_shape
+    skipped = summary["plans"][0]["skipped_requests"]
+    assert [s.split(" (")[0] for s in skipped] == [huge, unbuildable], skipped
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert f"- skipped request of matmul_cpu: {huge} (N={2**70} is too large" in md
+    assert f"- skipped request of matmul_cpu: {unbuildable} (inputs cannot be built" in md
+    assert "Requests skipped" in (tmp_path / "report" / "report.html").read_text()
+
+
+# ---------------------------------------------------------------- row 12: HTML in report.md
+
+XSS_KERNEL = "<script>alert(1)</script>"
+XSS_DIM = "<img src=x onerror=alert(2)>"
+XSS_GPU = "<b>GPU</b> | [x](javascript:alert(3))"
+
+
+def test_report_markdown_carries_no_html_from_names(sqlite_url, tmp_path):
+    """A kernel, a shape's dimension, a GPU, a job and a requested shape named with HTML went into report.md
+    raw (headings and tables): now every one is text (entities, escaped Markdown), tables keep their columns;
+    the HTML report already escaped them and still does."""
+    from autotune.engine import KernelMeta, SimulatedBackend, WorkerInfo
+    from autotune.jobs.nightly import Job, KernelJob, run_job
+    from autotune.jobs.report import write_report
+    from autotune.runtime import requests_log
+    from autotune.runtime.lookup import best_config, clear_cache
+    from tests.test_nightly_sim import ENV, SPACE, NoisyKernel
+
+    meta = KernelMeta(
+        name=XSS_KERNEL,
+        path="sim",
+        source_hash="x" * 64,
+        space=SPACE,
+        space_source="<inline>",
+        default_config={"A": 1, "B": 1},
+        default_shapes=({XSS_DIM: 8},),
+        shape_params=(XSS_DIM,),
+        dtypes={},
+    )
+    info = WorkerInfo(meta, {"cc": 0}, {**ENV, "gpu_name": XSS_GPU}, "sim:0", 1)
+    noisy = NoisyKernel()
+
+    def kernel(config, shape):  # the simulated kernel, on the one dimension whatever its name
+        return noisy(config, {"N": shape[XSS_DIM]})
+
+    job = Job(
+        path=tmp_path / "job.yaml",
+        name="<script>job</script>",
+        kernels=(KernelJob(tmp_path / "sim.py", ("default", "requested")),),
+        database=sqlite_url,
+        devices="sim:0",
+        strategy="random",
+        evaluations=3,
+        seed=0,
+        verify=None,
+    )
+    result = run_job(job, backend_factory=lambda path: SimulatedBackend(info, kernel))
+    assert result.errors == [] and result.shapes[0]["evaluations"] == 3
+    clear_cache()
+    try:
+        best_config(XSS_KERNEL, db=sqlite_url, record=True, **{XSS_DIM: 16})
+        assert requests_log.flush() == 1
+    finally:
+        clear_cache()
+    files = {
+        p.name: p.read_text() for p in write_report(sqlite_url, tmp_path / "report", run_id=result.run_id)
+    }
+    md = files["report.md"]
+    for raw in ("<script", "<img", "<b>", "[x](javascript:"):
+        assert raw not in md, md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md and "&lt;img src=x onerror=alert(2)&gt;=8" in md
+    assert "&lt;img src=x onerror=alert(2)&gt;=16" in md  # the requested shape
+    for line in md.splitlines():
+        if line.startswith("| &lt;script&gt;"):  # a row about the kernel: as many cells as its header
+            assert line.replace("\\|", "").count("|") in (4, 5, 8, 9), line
+    html = files["report.html"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<img src=x" not in html
