@@ -93,7 +93,18 @@ def format_shape(shape: Mapping[str, int]) -> str:
 def shape_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
     """Distance between two shapes in log2 space (a shape twice as large in one dim is 1 away).
 
-    Shapes with different parameter names are infinitely far apart."""
-    if set(a) != set(b):
+    Shapes with different parameter names are infinitely far apart, and so is a shape with a dimension
+    that is not a positive number (a key with M=0 in the database made log2 raise, and the lookup give
+    the default for every shape not tuned exactly)."""
+    if set(a) != set(b) or not (_positive(a) and _positive(b)):
         return math.inf
     return math.sqrt(sum((math.log2(a[k]) - math.log2(b[k])) ** 2 for k in a))
+
+
+def _positive(shape: Mapping[str, object]) -> bool:
+    """Every dimension a positive int, or a positive finite float (log2 takes ints of any size)."""
+    return all(
+        (isinstance(v, int) and not isinstance(v, bool) and v > 0)
+        or (isinstance(v, float) and math.isfinite(v) and v > 0)
+        for v in shape.values()
+    )

@@ -5,6 +5,7 @@ print a stack; each must now give the default (or one line) quickly."""
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import sqlite3
 import subprocess
@@ -19,7 +20,7 @@ from sqlalchemy import create_engine, text
 from autotune.errors import ShapeError
 from autotune.runtime import lookup
 from autotune.runtime.lookup import best_config, clear_cache
-from autotune.shapes import check_shape, format_shape, parse_shape
+from autotune.shapes import check_shape, format_shape, parse_shape, shape_distance
 from autotune.store import Store
 from autotune.store.urls import mask_secrets, mask_url, normalize_db_url, url_secrets
 from autotune.trial import TrialResult, TrialStatus
@@ -355,3 +356,34 @@ def test_cli_refuses_a_huge_dimension_before_any_worker(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "M=99999999999999999999 is too large (max 2**62)" in lines[0], proc.stderr
     assert "frame #" not in proc.stderr and not db.exists()  # refused before anything ran or was written
+
+
+# ---------------------------------------------------------------- a recorded shape with a zero dimension
+
+
+def test_zero_or_negative_recorded_dimension_is_skipped_by_the_nearest_shape(tmp_path, caplog):
+    """Keys with M=0 and M=-8 in the database (written by hand or an older autotune): the nearest-shape math
+    raised "math domain error" (caught: a warning, and the default for every untuned shape). Such a shape is
+    now infinitely far away: the nearest valid one answers, and nothing is logged."""
+    url = f"sqlite:///{tmp_path / 'zero.db'}"
+    with Store(url) as store:
+        store.schema.upgrade()
+        tune(store, {"M": 64}, {"BLOCK": 64})
+        tune(store, {"M": 0}, {"BLOCK": 1})
+        tune(store, {"M": -8}, {"BLOCK": 2})
+    with caplog.at_level(logging.DEBUG, logger="autotune.runtime.lookup"):
+        assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=100) == {"BLOCK": 64}
+        assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=1) == {"BLOCK": 64}
+        # a zero or negative dimension asked for has no nearest shape either: the default
+        assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=0) == {"BLOCK": 1}  # exact
+        assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=-3) is DEFAULT
+    assert warnings_of(caplog) == []
+    assert not [r for r in caplog.records if "domain" in r.getMessage()]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 0.0, -2.5, float("nan"), float("inf"), True, "64", None])
+def test_shape_distance_to_a_bad_dimension_is_infinite(bad):
+    assert shape_distance({"M": 64, "N": 8}, {"M": bad, "N": 8}) == math.inf
+    assert shape_distance({"M": bad, "N": 8}, {"M": 64, "N": 8}) == math.inf
+    assert shape_distance({"M": 64, "N": 8}, {"M": 128, "N": 8}) == 1.0
+    assert shape_distance({"M": 2**70}, {"M": 2**71}) == 1.0

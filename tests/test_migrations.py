@@ -254,3 +254,122 @@ def test_0003_adds_the_nightly_tables_and_keeps_every_row(db_url):
     assert not nightly & set(inspect(store.db.engine).get_table_names())
     assert kernels() == [("k", "a")]
     store.close()
+
+
+# ---------------------------------------------------------------- downgrades (issue 21, row 10)
+
+#: the tables of 0001, which every downgrade keeps (with their 0001 columns)
+KEPT = (
+    "autotune_environments",
+    "autotune_kernels",
+    "autotune_shapes",
+    "autotune_tuning_keys",
+    "autotune_trials",
+    "autotune_best_configs",
+)
+OLD_DB = REPO / "tests" / "data" / "db" / "autotune_0001.db"
+
+
+def alembic_cli(url: str, *args: str) -> None:
+    """The developer's command (docs/database.md), run from the repository root with its alembic.ini."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "alembic", "-x", f"db={url}", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def copy_0001_rows(store: Store) -> dict[str, list[str]]:
+    """Copy the rows a real search wrote at 0001 (tests/data/db/autotune_0001.db) into ``store``'s 0001
+    schema; returns each kept table's columns that every revision has."""
+    from sqlalchemy import MetaData, create_engine, select
+
+    src_engine = create_engine(f"sqlite:///{OLD_DB}")
+    src, dst = MetaData(), MetaData()
+    src.reflect(src_engine, only=KEPT)
+    dst.reflect(store.db.engine, only=KEPT)
+    with src_engine.connect() as s, store.db.engine.begin() as d:
+        for table in src.sorted_tables:  # parents first
+            rows = [dict(r) for r in s.execute(select(table)).mappings()]
+            assert rows, table.name
+            d.execute(dst.tables[table.name].insert(), rows)
+    src_engine.dispose()
+    return {t: [c.name for c in src.tables[t].columns if c.name != "reused_from"] for t in KEPT}
+
+
+def kept_rows(store: Store, columns: dict[str, list[str]]) -> dict[str, list[tuple]]:
+    from sqlalchemy import text
+
+    with store.db.engine.connect() as conn:
+        return {
+            t: [tuple(r) for r in conn.execute(text(f"SELECT {', '.join(cols)} FROM {t} ORDER BY id"))]
+            for t, cols in columns.items()
+        }
+
+
+def add_0003_rows(store: Store) -> None:
+    """A verification, a request and a run: rows of the tables 0003 adds, referencing kept rows."""
+    from datetime import datetime, timezone
+
+    from sqlalchemy import text
+
+    now = datetime.now(timezone.utc)
+    with store.db.engine.begin() as conn:
+        key_id, trial_id = conn.execute(text("SELECT key_id, trial_id FROM autotune_best_configs")).one()
+        conn.execute(
+            text(
+                "INSERT INTO autotune_verifications (key_id, trial_id, run_id, kernel_name, shape_key, "
+                "device_name, config, config_hash, samples_s, threshold, status, created_at) VALUES "
+                "(:k, :t, 'r', 'matmul_cpu', 'M=64', 'cpu', '{}', 'h', '[]', 0.03, 'ok', :now)"
+            ),
+            {"k": key_id, "t": trial_id, "now": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO autotune_shape_requests (kernel_name, shape_key, dims, dtypes_key, device_name, "
+                "count, first_seen, last_seen) VALUES ('matmul_cpu', 'M=8', '{\"M\": 8}', '', 'cpu', 1, :now, :now)"
+            ),
+            {"now": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO autotune_nightly_runs (run_id, job_name, hostname, status, summary, started_at) "
+                "VALUES ('r', 'j', 'h', 'done', '{}', :now)"
+            ),
+            {"now": now},
+        )
+
+
+def test_downgrade_to_each_revision_and_upgrade_again_keeps_the_data(db_url):
+    """`alembic downgrade` 0004 -> 0003 -> 0002 -> 0001 with data (on SQLite it failed: "FOREIGN KEY
+    constraint failed", batch mode dropped a table other rows reference), then upgraded back: the kept
+    tables' rows are unchanged at every step, and the schema is the models' again."""
+    from sqlalchemy import text
+
+    store = Store(db_url)
+    alembic_cli(db_url, "upgrade", "0001")
+    columns = copy_0001_rows(store)
+    alembic_cli(db_url, "upgrade", "head")
+    add_0003_rows(store)
+    before = kept_rows(store, columns)
+    assert len(before["autotune_trials"]) == 4
+    for rev, gone in [
+        ("0003", set()),
+        ("0002", {"autotune_verifications", "autotune_shape_requests", "autotune_nightly_runs"}),
+        ("0001", {"autotune_claims"}),
+    ]:
+        alembic_cli(db_url, "downgrade", rev)
+        assert store.schema.status()[0] == rev
+        assert not gone & set(inspect(store.db.engine).get_table_names())
+        assert kept_rows(store, columns) == before, rev
+    assert store.schema.upgrade() == ("0001", "0004")
+    assert schema_diffs(store) == [] and kept_rows(store, columns) == before
+    with store.db.engine.connect() as conn:  # 0002 backfilled a done claim per evaluated config again
+        assert conn.execute(text("SELECT count(*) FROM autotune_claims WHERE status = 'done'")).scalar() == 4
+    if store.db.is_sqlite:
+        with store.db.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall() == []
+    store.close()

@@ -72,9 +72,9 @@ def write_job(tmp_path: Path, url: str, name: str = "job", **fields) -> Path:
                 "kernels[1].shapes[1]: expected 'default', 'requested' or a shape",
             ],
         ),
-        ("bad_yaml.yaml", ["not valid YAML (line 3)"]),
+        ("bad_yaml.yaml", ["bad_yaml.yaml:3: YAML error"]),
         ("no_kernels.yaml", ["kernels: missing"]),
-        ("missing.yaml", ["cannot read the job file"]),
+        ("missing.yaml", ["missing.yaml: no such job file"]),
     ],
 )
 def test_bad_job_files_are_one_line_per_mistake(job, expected, tmp_path):

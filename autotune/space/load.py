@@ -1,5 +1,6 @@
-"""Space files: reading YAML safely (:func:`load_space_dict`), where a space named ``<name>`` is looked
-for (:func:`default_space_dirs`) and loading one (:func:`load_space`).
+"""Space files: reading YAML safely (:func:`load_yaml_file`, which the nightly job loader shares, and
+:func:`load_space_dict`), where a space named ``<name>`` is looked for (:func:`default_space_dirs`) and
+loading one (:func:`load_space`).
 
 A YAML file is at most ``MAX_FILE_BYTES``, nested at most ``MAX_YAML_DEPTH`` deep, at most
 ``MAX_YAML_NODES`` nodes once aliases are expanded (an "alias bomb" is refused in milliseconds), with no
@@ -16,7 +17,7 @@ from typing import Any
 import yaml
 
 from autotune import settings
-from autotune.errors import SpaceError
+from autotune.errors import AutotuneError, SpaceError
 from autotune.space.messages import _clip, _short
 from autotune.space.space import Space
 
@@ -111,36 +112,44 @@ def _check_expansion(root: yaml.Node) -> None:
         stack.extend((k, False) for k in _children(node) if id(k) not in size)
 
 
-def load_space_dict(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and YAML-parse a space file; the raw mapping (validate it with :meth:`Space.from_dict`)."""
+def load_yaml_file(path: str | os.PathLike[str], what: str, error: type[AutotuneError]) -> Any:
+    """Read and parse a YAML file under this module's limits (size, UTF-8, nesting, nodes once aliases are
+    expanded, recursive aliases, duplicate keys): the parsed document, of any type. Every failure is one
+    ``error`` line naming the file (and the line, when known); ``what`` names the kind of file in it (the
+    space loader and the nightly job loader share this: either file may come from anyone)."""
     p = Path(path)
     try:
         with p.open("rb") as f:
             raw = f.read(MAX_FILE_BYTES + 1)
         if len(raw) > MAX_FILE_BYTES:
-            raise SpaceError(f"{p}: larger than {MAX_FILE_BYTES:,} bytes; not a search-space file")
+            raise error(f"{p}: larger than {MAX_FILE_BYTES:,} bytes; not a {what}")
         text = raw.decode("utf-8")
     except FileNotFoundError:
-        raise SpaceError(f"{p}: no such search-space file") from None
+        raise error(f"{p}: no such {what}") from None
     except IsADirectoryError:
-        raise SpaceError(f"{p}: is a directory, not a search-space file") from None
+        raise error(f"{p}: is a directory, not a {what}") from None
     except UnicodeDecodeError as exc:
-        raise SpaceError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise error(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
-        raise SpaceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+        raise error(f"{p}: cannot read: {exc.strerror or exc}") from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
-        raise SpaceError(f"{p}{line}: YAML error: {_clip(str(exc.problem or exc.context))}") from None
+        raise error(f"{p}{line}: YAML error: {_clip(str(exc.problem or exc.context))}") from None
     except yaml.YAMLError as exc:
-        raise SpaceError(f"{p}: YAML error: {_clip(str(exc))}") from None
+        raise error(f"{p}: YAML error: {_clip(str(exc))}") from None
     except (ValueError, RecursionError, MemoryError) as exc:  # e.g. an integer of over 4300 digits
-        raise SpaceError(f"{p}: YAML error: {type(exc).__name__}: {_clip(str(exc))}") from None
+        raise error(f"{p}: YAML error: {type(exc).__name__}: {_clip(str(exc))}") from None
+
+
+def load_space_dict(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and YAML-parse a space file; the raw mapping (validate it with :meth:`Space.from_dict`)."""
+    data = load_yaml_file(path, "search-space file", SpaceError)
     if not isinstance(data, dict):
         got = "an empty file" if data is None else f"a {type(data).__name__}"
-        raise SpaceError(f"{p}: a search space must be a YAML mapping (got {got})")
+        raise SpaceError(f"{Path(path)}: a search space must be a YAML mapping (got {got})")
     return data
 
 

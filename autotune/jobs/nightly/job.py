@@ -1,6 +1,7 @@
 """The nightly job file (YAML): what to tune, re-tune and verify, within which budget, and where the report
 goes. Validated as a whole: every mistake is one line naming the file and the field (all of them at once),
-raised as one ``SettingsError`` (exit 2 at the CLI).
+raised as one ``SettingsError`` (exit 2 at the CLI). The file is read under the space files' YAML limits
+(``autotune.space.load.load_yaml_file``: size, UTF-8, nesting, alias expansion, no duplicate keys).
 
     name: gemm-nightly                  # default: the file's stem
     database: postgresql://tuner@db/autotune   # default: AUTOTUNE_DB, else the embedded SQLite file
@@ -11,7 +12,7 @@ raised as one ``SettingsError`` (exit 2 at the CLI).
         evaluations: 16                 # per-kernel override of the job's value
     strategy: tpe                       # any registered strategy (autotune.search.strategy_names())
     evaluations: 20                     # new evaluations per shape (a shape with that many measured is done)
-    seed: 0
+    seed: 0                             # 0 .. 2**32 - 1
     num_tests: 30                       # timed calls per measurement
     budget_s: 3600                      # the whole run; 0 = none
     deadline: "06:00"                   # HH:MM (UTC, the next one) or an ISO date-time; none by default
@@ -35,6 +36,8 @@ from autotune.errors import AutotuneError, SettingsError
 
 #: the shape sources besides explicit shapes
 SHAPE_SOURCES = ("default", "requested")
+#: the largest strategy seed (numpy's and Optuna's samplers take 0 .. 2**32 - 1)
+MAX_SEED = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -114,14 +117,22 @@ def _unknown(p: _Problems, where: str, given: dict[str, Any], allowed: set[str])
             p.add(f"{where}{k}", f"unknown field (fields: {', '.join(sorted(allowed))})")
 
 
-def _int(p: _Problems, where: str, v: Any, minimum: int) -> int | None:
+def _int(p: _Problems, where: str, v: Any, minimum: int, maximum: int | None = None) -> int | None:
     if isinstance(v, bool) or not isinstance(v, int):
         p.add(where, f"expected an integer >= {minimum}, got {v!r:.60}")
         return None
     if v < minimum:
-        p.add(where, f"must be >= {minimum} (got {v})")
+        p.add(where, f"must be >= {minimum} (got {_int_text(v)})")
+        return None
+    if maximum is not None and v > maximum:
+        p.add(where, f"must be <= {maximum} (got {_int_text(v)})")
         return None
     return v
+
+
+def _int_text(v: int) -> str:
+    """An integer for a message: YAML reads up to 4300 digits, and a message stays one short line."""
+    return str(v) if v.bit_length() <= 128 else f"a {v.bit_length()}-bit integer"
 
 
 def _num(
@@ -192,18 +203,12 @@ def load_job(path: str | Path) -> Job:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
+    """The job file's mapping, read under the space loader's limits: a job file is YAML from anyone too
+    (an alias bomb of 1 KB took 58 s and 3.9 GB; a 5,000-deep one was a RecursionError; a duplicate key
+    was silently overridden by the later one; a file not UTF-8 a traceback)."""
+    from autotune.space.load import load_yaml_file
 
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise SettingsError(f"{path}: cannot read the job file ({e.strerror or e})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise SettingsError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+    doc = load_yaml_file(path, "job file", SettingsError)
     if not isinstance(doc, dict):
         raise SettingsError(f"{path}: expected a mapping of job fields (name, kernels, ...)")
     return doc
@@ -375,7 +380,7 @@ _JOB_FIELDS = (
     _Field("devices", _devices, null_is_missing=True),
     _Field("strategy", _strategy, null_is_missing=True),
     _Field("evaluations", partial(_int, minimum=1)),
-    _Field("seed", partial(_int, minimum=0), null_is_missing=True),
+    _Field("seed", partial(_int, minimum=0, maximum=MAX_SEED), null_is_missing=True),
     _Field("num_tests", partial(_int, minimum=1), null_is_missing=True),
     _Field("budget_s", partial(_num, lo=0)),
     _Field("deadline", _deadline, null_is_missing=True),

@@ -6,7 +6,9 @@
 - ``resume``: a shape whose key has fewer measured configs than the job's evaluations (an earlier run
   stopped on its budget, or is still running elsewhere): the rest of the budget;
 - ``done``: the key already measured the job's evaluations;
-- ``verify``: every current best config of the kernel on this environment is re-measured.
+- ``verify``: every current best config of the kernel on this environment is re-measured;
+- skipped: a request that is no shape of the kernel (other dimensions, a dimension out of range), listed
+  with the reason (the runner adds those whose inputs cannot be built, e.g. N=10**12 on the CPU).
 
 Keys are matched on the current environment's hash, the kernel's source hash, the space hash and the
 dtypes: exactly the tuning key the search would use."""
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autotune.env import env_hash as compute_env_hash
+from autotune.errors import ShapeError
 from autotune.jobs.nightly.job import Job, KernelJob
 from autotune.records import KeyState
 from autotune.shapes import check_shape, format_shape
@@ -167,19 +170,33 @@ def _job_shapes(job: Job, kjob: KernelJob, store: PlanSource, meta: Any, device_
 
 
 def _add_requested(shapes: _Shapes, job: Job, requests: Any) -> None:
-    """The shapes requested at run time often enough, up to ``requested.max_shapes``."""
+    """The shapes requested at run time often enough, up to ``requested.max_shapes``. A request is data
+    from production (any process that called ``best_config(..., record=True)``): one that is not a shape
+    of this kernel is skipped with the reason, never an error of the job."""
     params, taken = shapes.params, 0
     for r in requests:
         if r.count < job.requested.min_count:
             continue
-        if set(r.dims) != set(params):
-            shapes.skipped.append(f"{r.shape_key} (not the kernel's shape parameters {','.join(params)})")
+        key = _clip(str(r.shape_key))
+        if not isinstance(r.dims, dict) or set(r.dims) != set(params):
+            shapes.skipped.append(f"{key} (not the kernel's shape parameters {','.join(params)})")
+            continue
+        try:
+            shape = check_shape({p: r.dims[p] for p in params}, params)
+        except ShapeError as e:  # e.g. N=2**70: "bad shape M=..,N=..: N=... is too large (max 2**62)"
+            shapes.skipped.append(f"{key} ({str(e).split(': ', 1)[-1]})")
             continue
         if taken >= job.requested.max_shapes:
-            shapes.skipped.append(f"{r.shape_key} (more than requested.max_shapes)")
+            shapes.skipped.append(f"{key} (more than requested.max_shapes)")
             continue
-        shapes.add({p: r.dims[p] for p in params}, "requested", r.count)
+        shapes.add(shape, "requested", r.count)
         taken += 1
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    """A shape key for a message: one line, bounded (a recorded key is anyone's text)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else f"{text[: limit - 23]}...{text[-20:]}"
 
 
 class _StoredKeys:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.errors import AutotuneError, DatabaseUnreachableError
 from autotune.jobs.nightly import regression
 from autotune.jobs.nightly.job import Job, KernelJob
-from autotune.jobs.nightly.planner import DONE, KernelPlan, plan_kernel
+from autotune.jobs.nightly.planner import DONE, KernelPlan, ShapePlan, plan_kernel
 from autotune.records import KeyState
 from autotune.trial import config_hash
 
@@ -225,7 +225,12 @@ def _run_kernel(
         left = end - time.monotonic()
         verify_end = time.monotonic() + VERIFY_SHARE * left if searching and math.isfinite(left) else end
         _verify(tuner, store, plan, job, result, info, verify_end, say, verify_one)
-        _search(tuner, plan, result, end, say)
+        rest = _search(tuner, plan, plan.shapes, result, end, say)
+    while rest:  # a shape's inputs could not be built, which ends its workers: the rest on fresh ones
+        with Tuner(str(kjob.file), store, settings, backend=backend) as tuner:
+            tuner.start()
+            rest = _search(tuner, plan, rest, result, end, say)
+    result.plans[-1] = plan.to_json()  # with the requests skipped while searching
 
 
 def _verify(
@@ -270,8 +275,14 @@ def _verify(
         )
 
 
-def _search(tuner: Any, plan: KernelPlan, result: RunResult, end: float, say: Say) -> None:
-    for p in plan.shapes:
+def _search(
+    tuner: Any, plan: KernelPlan, shapes: list[ShapePlan], result: RunResult, end: float, say: Say
+) -> list[ShapePlan]:
+    """Search ``shapes`` in order; returns those left when one's inputs could not be built (the tuner's
+    workers are gone then: the caller starts new ones), else []."""
+    from autotune.engine import ShapeInputError
+
+    for i, p in enumerate(shapes):
         entry: dict[str, Any] = {
             "kernel": plan.kernel,
             "shape": p.shape_key,
@@ -299,6 +310,9 @@ def _search(tuner: Any, plan: KernelPlan, result: RunResult, end: float, say: Sa
             raise DatabaseUnreachableError(
                 f"{e}; every finished trial is stored: rerun the same job to resume"
             ) from None
+        except ShapeInputError as e:
+            _unbuildable(plan, p, entry, str(e), result, say)
+            return list(shapes[i + 1 :])
         warm = {config_hash(c) for c in p.warm_start}
         entry.update(
             evaluations=r.evaluations,
@@ -315,3 +329,21 @@ def _search(tuner: Any, plan: KernelPlan, result: RunResult, end: float, say: Sa
         best = f"best {r.best.time_s * 1e3:.4g} ms" if r.best and r.best.time_s else "no ok config"
         sp = f", {r.speedup:.2f}x over default" if r.speedup else ""
         say(f"  {p.action:7s} {p.shape_key}: {r.evaluations} evaluated, {r.reused} reused; {best}{sp}")
+    return []
+
+
+def _unbuildable(
+    plan: KernelPlan, p: ShapePlan, entry: dict[str, Any], error: str, result: RunResult, say: Say
+) -> None:
+    """A shape whose inputs the kernel file could not build (N=10**12 cannot be allocated). Requested only
+    at run time, it is production's data: skipped with the reason, as the planner skips a malformed one.
+    Named by the job file or the kernel's defaults, it is an error of the run (exit 2); the rest runs."""
+    why = " ".join(error.split(" failed: ", 1)[-1].split())  # the worker's cause, without the path
+    why = why if len(why) <= 300 else why[:297] + "..."
+    entry["skipped"] = f"inputs cannot be built: {why}"
+    if set(p.sources) == {"requested"}:
+        plan.skipped_requests.append(f"{p.shape_key} (inputs cannot be built: {why})")
+        say(f"  skip    requested {p.shape_key}: inputs cannot be built: {why}")
+    else:
+        result.errors.append(f"{plan.file}: {p.shape_key}: {why}")
+        say(f"error: {plan.file}: {p.shape_key}: {why}")

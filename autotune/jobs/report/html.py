@@ -8,7 +8,7 @@ import html
 import json
 from typing import Any
 
-from autotune.jobs.report.markdown import fmt_time
+from autotune.jobs.report.markdown import fmt_time, skipped_requests
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -202,6 +202,9 @@ def _run_section(run: dict[str, Any]) -> list[str]:
     ]
     if rows:
         parts.append(_table(["kernel", "shape", "action", "why", "evaluated", "best", "vs default"], rows))
+    skipped = [list(k) for k in skipped_requests(s)]
+    if skipped:
+        parts += ["<h3>Requests skipped</h3>", _table(["kernel", "request (why)"], skipped)]
     return parts
 
 

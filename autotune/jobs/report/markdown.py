@@ -17,13 +17,35 @@ def _x(v: float | None, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}x"
 
 
+#: what a value from the database may not carry into the Markdown as markup. Raw HTML (``<img onerror=..>``,
+#: ``<script>``: kernel and shape names, hosts, errors are anyone's text) becomes entities, which render as
+#: the text itself; a link or image (``[..](..)``, ``![..](..)``), a code span, emphasis and a table's
+#: ``|`` are backslash-escaped; line breaks would end a table row.
+_ESCAPES = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "\\": "\\\\",
+        "`": "\\`",
+        "*": "\\*",
+        "[": "\\[",
+        "]": "\\]",
+        "|": "\\|",
+        "\n": " ",
+        "\r": " ",
+    }
+)
+
+
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A value from the database as Markdown text (in a table cell, a heading or a sentence)."""
+    return str(text).translate(_ESCAPES)
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
     lines = ["# autotune report", ""]
-    lines.append(f"Database `{doc['database']}`, generated {doc['generated_at'][:19]} UTC.")
+    lines.append(f"Database {_cell(doc['database'])}, generated {_cell(doc['generated_at'][:19])} UTC.")
     if doc.get("run"):
         lines += _run_section(doc["run"])
     lines += _regressions_section(doc["regressions"])
@@ -41,12 +63,12 @@ def _run_section(run: dict[str, Any]) -> list[str]:
     s = run["summary"]
     lines = [
         "",
-        f"## Run `{run['run_id']}`",
+        f"## Run {_cell(run['run_id'])}",
         "",
-        f"Job **{run['job']}** on `{run['host']}`: {run['status']}, {s.get('wall_s', 0):.1f} s; "
+        f"Job **{_cell(run['job'])}** on {_cell(run['host'])}: {_cell(run['status'])}, {s.get('wall_s', 0):.1f} s; "
         f"{len(s.get('shapes', []))} shape(s) planned, {len(s.get('verifications', []))} verified, "
-        f"{s.get('regressions', 0)} regression(s), {s.get('confirmed', 0)} confirmed"
-        + (f"; stopped: {s['stopped']}" if s.get("stopped") else "")
+        f"{_cell(s.get('regressions', 0))} regression(s), {_cell(s.get('confirmed', 0))} confirmed"
+        + (f"; stopped: {_cell(s['stopped'])}" if s.get("stopped") else "")
         + ".",
     ]
     if s.get("shapes"):
@@ -57,12 +79,25 @@ def _run_section(run: dict[str, Any]) -> list[str]:
         ]
         for e in s["shapes"]:
             lines.append(
-                f"| {e['kernel']} | {e['shape']} | {e['action']} | {_cell(e.get('skipped') or e['reason'])} | "
-                f"{e.get('evaluations', 0)} | {fmt_time(e.get('best_s'))} | {_x(e.get('speedup'))} |"
+                f"| {_cell(e['kernel'])} | {_cell(e['shape'])} | {_cell(e['action'])} | "
+                f"{_cell(e.get('skipped') or e['reason'])} | "
+                f"{_cell(e.get('evaluations', 0))} | {fmt_time(e.get('best_s'))} | {_x(e.get('speedup'))} |"
             )
+    for kernel, skipped in skipped_requests(s):
+        lines.append(f"- skipped request of {_cell(kernel)}: {_cell(skipped)}")
     for err in s.get("errors", []):
         lines.append(f"- error: {_cell(err)}")
     return lines
+
+
+def skipped_requests(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(kernel, request and why) of every request the run did not tune: production's data that is no shape
+    of the kernel, or whose inputs could not be built."""
+    return [
+        (str(plan.get("kernel", "")), str(skipped))
+        for plan in summary.get("plans", [])
+        for skipped in plan.get("skipped_requests", [])
+    ]
 
 
 def _regressions_section(regressions: list[dict[str, Any]]) -> list[str]:
@@ -75,7 +110,8 @@ def _regressions_section(regressions: list[dict[str, Any]]) -> list[str]:
     ]
     for r in regressions:
         lines.append(
-            f"| {r['kernel']} | {r['shape']} | {r['device']} | **{r['status']}** | {_x(r['ratio'], 3)} | "
+            f"| {_cell(r['kernel'])} | {_cell(r['shape'])} | {_cell(r['device'])} | **{_cell(r['status'])}** | "
+            f"{_x(r['ratio'], 3)} | "
             f"{r['p_value']:.2g} | {fmt_time(r['baseline_s'])} | {fmt_time(r['median_s'])} |"
         )
     return lines
@@ -91,9 +127,9 @@ def _best_section(shapes: list[dict[str, Any]]) -> list[str]:
     ]
     for s in shapes:
         v = s["last_verification"]
-        ver = f"{v['status']} ({_x(v['ratio'], 3)})" if v else "-"
+        ver = f"{_cell(v['status'])} ({_x(v['ratio'], 3)})" if v else "-"
         lines.append(
-            f"| {s['kernel']} | {s['shape']} | {_cell(s['device'])} | {fmt_time(s['best_s'])} | "
+            f"| {_cell(s['kernel'])} | {_cell(s['shape'])} | {_cell(s['device'])} | {fmt_time(s['best_s'])} | "
             f"{fmt_time(s['default_s'])} | {_x(s['speedup_default'])} | {ver} | {_cell(s['environment'])} |"
         )
     return lines
@@ -106,7 +142,8 @@ def _failures_section(shapes: list[dict[str, Any]]) -> list[str]:
     lines = ["", "## Failures by status", "", "| kernel | shape | failures |", "|---|---|---|"]
     for s, f in failures:
         lines.append(
-            f"| {s['kernel']} | {s['shape']} | {', '.join(f'{k}={n}' for k, n in sorted(f.items()))} |"
+            f"| {_cell(s['kernel'])} | {_cell(s['shape'])} | "
+            f"{_cell(', '.join(f'{k}={n}' for k, n in sorted(f.items())))} |"
         )
     return lines
 
@@ -120,7 +157,9 @@ def _requests_section(requests: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|",
     ]
     for r in requests:
-        lines.append(f"| {r['kernel']} | {r['shape']} | {_cell(r['device'])} | {r['count']} |")
+        lines.append(
+            f"| {_cell(r['kernel'])} | {_cell(r['shape'])} | {_cell(r['device'])} | {_cell(r['count'])} |"
+        )
     return lines
 
 
@@ -129,7 +168,7 @@ def _runs_section(runs: list[dict[str, Any]]) -> list[str]:
     lines.append("|---|---|---|---|---|---|---|---|")
     for r in runs[-20:]:
         lines.append(
-            f"| {r['run_id']} | {r['job']} | {r['host']} | {r['status']} | {r['shapes']} | {r['verified']} | "
-            f"{r['regressions']} | {r['confirmed']} |"
+            f"| {_cell(r['run_id'])} | {_cell(r['job'])} | {_cell(r['host'])} | {_cell(r['status'])} | "
+            f"{_cell(r['shapes'])} | {_cell(r['verified'])} | {_cell(r['regressions'])} | {_cell(r['confirmed'])} |"
         )
     return lines
