@@ -14,8 +14,8 @@ from autotune.trial import TrialResult
 FeatureFn = Callable[[Mapping[str, int], list[dict[str, Any]]], "list[dict[str, float]] | None"]
 
 
-#: proposals in a row that bring nothing new (invalid, known, claimed elsewhere) before the search loop (and
-#: ``autotune replay``'s copy of it) feeds the strategy an unseen valid config itself
+#: proposals in a row that bring nothing new (invalid, known, claimed elsewhere) before the search loop
+#: (``tuning.shape_search``) feeds the strategy an unseen valid config itself
 MAX_STALE = 25
 
 
