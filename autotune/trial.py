@@ -47,9 +47,11 @@ def config_hash(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_config(config).encode()).hexdigest()[:32]
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrialResult:
-    """The outcome of evaluating one config on one shape."""
+    """The outcome of evaluating one config on one shape. Immutable once made: a stored result is the
+    record of a measurement; what adds to it (the device, a re-timing's kind) makes a copy with
+    ``dataclasses.replace``."""
 
     status: TrialStatus
     config: dict[str, Any]

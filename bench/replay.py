@@ -23,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autotune.engine import Landscape, SimulatedBackend, WorkerInfo  # noqa: E402
+from autotune.engine import SimulatedBackend, SimulatedKernel, WorkerInfo, load_landscape  # noqa: E402
 from autotune.env import DEVICE_PRESETS  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
 from autotune.space import Space  # noqa: E402
@@ -38,13 +38,13 @@ DEFAULT_CONFIG = {
 }  # fmt: skip
 
 
-def load(path: Path, space: Space) -> Landscape:
-    return Landscape.from_files(
-        [path], space=space, default_config=DEFAULT_CONFIG, facts=DEVICE_PRESETS["h200"]
+def load(path: Path, space: Space) -> SimulatedKernel:
+    return SimulatedKernel.of(
+        [load_landscape(path, space=space)], default_config=DEFAULT_CONFIG, facts=DEVICE_PRESETS["h200"]
     )
 
 
-def replay(land: Landscape, strategy: str, budget: int, seed: int, db: str) -> dict[str, Any]:
+def replay(land: SimulatedKernel, strategy: str, budget: int, seed: int, db: str) -> dict[str, Any]:
     settings = SearchSettings(trials=budget, strategy=strategy, seed=seed, devices="sim:0", compile_workers=0)
     info = WorkerInfo(land.meta, land.facts, land.env, "sim:0", 1)
     with Store(db) as store:

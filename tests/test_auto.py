@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -205,7 +206,7 @@ def noisy(config, shape) -> TrialResult:
     res = shifting(config, shape)
     noisy.calls += 1
     if res.time_s:
-        res.time_s *= 1 + 0.03 * math.sin(noisy.calls)
+        return replace(res, time_s=res.time_s * (1 + 0.03 * math.sin(noisy.calls)))
     return res
 
 

@@ -76,6 +76,17 @@ class Pipeline:
         self.in_flight = 0
         self._compilers_started = False
 
+    @property
+    def depth(self) -> int:
+        """Candidates in flight that keep every stage busy: each compiler one ahead, each device four (so
+        the search refills it in batches, one claim transaction per batch, before it runs dry)."""
+        return self.compile_workers + 4 * len(self.timers)
+
+    @property
+    def low_water(self) -> int:
+        """Refill below this many in flight: every compiler and device still has one queued."""
+        return self.compile_workers + 2 * len(self.timers)
+
     # ------------------------------------------------------------------ lifecycle
 
     def start_compilers(self) -> None:

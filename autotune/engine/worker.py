@@ -130,30 +130,28 @@ class _Evaluation:
             self.ref = self.loaded.kernel.reference(self.inputs)
             self.shape = dict(shape)
 
-    def compile(self, job: Job, result: TrialResult) -> Any:
+    def compile(self, job: Job, result: TrialResult) -> tuple[Any, TrialResult]:
+        """The launcher (None when compiling failed) and ``result`` with the compile time (and failure)."""
         t0 = time.perf_counter()
         try:
             launcher = self.loaded.kernel.compile(dict(job.config), self.inputs)
             self._sync()
-            return launcher
         except Exception as exc:
-            result.status, result.error = TrialStatus.COMPILE_FAILED, _short_error(exc)
-            return None
-        finally:
-            result.compile_s = time.perf_counter() - t0
+            failed = replace(result, status=TrialStatus.COMPILE_FAILED, error=_short_error(exc))
+            return None, replace(failed, compile_s=time.perf_counter() - t0)
+        return launcher, replace(result, compile_s=time.perf_counter() - t0)
 
-    def run(self, job: Job, launcher: Any, result: TrialResult) -> None:
-        """Check the output against the reference, then time the named kernels."""
+    def run(self, job: Job, launcher: Any, result: TrialResult) -> TrialResult:
+        """Check the output against the reference, then time the named kernels: ``result`` completed."""
         from autotune.bench import bench_kineto_detailed
 
         try:
             out = launcher()
             self._sync()
             mismatch = self.loaded.compare(out, self.ref)
-            result.check = _metrics(out, self.ref)
+            result = replace(result, check=_metrics(out, self.ref))
             if mismatch:
-                result.status, result.error = TrialStatus.WRONG_RESULT, mismatch
-                return
+                return replace(result, status=TrialStatus.WRONG_RESULT, error=mismatch)
             bench = bench_kineto_detailed(
                 launcher,
                 self.loaded.timed_kernels(job.config),
@@ -162,20 +160,22 @@ class _Evaluation:
                 device="cuda" if self.cuda else "cpu",
             )
         except Exception as exc:
-            result.status, result.error = TrialStatus.LAUNCH_FAILED, _short_error(exc)
-            return
+            return replace(result, status=TrialStatus.LAUNCH_FAILED, error=_short_error(exc))
         stats = bench.kernels.values()
-        result.measured = bench.measured
-        result.time_s = bench.per_call_s
-        result.mean_s = sum(k.mean_s * k.launches_per_call for k in stats)
-        result.min_s = sum(k.min_s * k.launches_per_call for k in stats)
-        result.spread = max(k.spread for k in stats)
-        result.launches = sum(k.launches_per_call for k in stats)
-        result.kernels = {n: list(k.matched) for n, k in bench.kernels.items()}
-        if result.time_s > 0:
-            shape = dict(job.shape)
-            result.tflops = self.loaded.kernel.flops(shape) / result.time_s / 1e12
-            result.gbps = self.loaded.bytes_moved(shape) / result.time_s / 1e9
+        time_s = bench.per_call_s
+        shape = dict(job.shape)
+        return replace(
+            result,
+            measured=bench.measured,
+            time_s=time_s,
+            mean_s=sum(k.mean_s * k.launches_per_call for k in stats),
+            min_s=sum(k.min_s * k.launches_per_call for k in stats),
+            spread=max(k.spread for k in stats),
+            launches=sum(k.launches_per_call for k in stats),
+            kernels={n: list(k.matched) for n, k in bench.kernels.items()},
+            tflops=self.loaded.kernel.flops(shape) / time_s / 1e12 if time_s > 0 else None,
+            gbps=self.loaded.bytes_moved(shape) / time_s / 1e9 if time_s > 0 else None,
+        )
 
 
 def _metrics(out: Any, ref: Any) -> dict[str, float] | None:
@@ -223,8 +223,7 @@ def _serve(conn: Any, ev: _Evaluation) -> None:
                 )
             )
             continue
-        result = TrialResult(TrialStatus.OK, dict(job.config), **ev.stamp)
-        launcher = ev.compile(job, result)
+        launcher, result = ev.compile(job, TrialResult(TrialStatus.OK, dict(job.config), **ev.stamp))
         if launcher is None or job.kind == "compile":
             restart = launcher is None and _is_sticky(result.error)
             conn.send(Done(result, restart))
@@ -232,7 +231,7 @@ def _serve(conn: Any, ev: _Evaluation) -> None:
                 return
             continue
         conn.send(Compiled(result.compile_s or 0.0))
-        ev.run(job, launcher, result)
+        result = ev.run(job, launcher, result)
         restart = ev.cuda and result.status is TrialStatus.LAUNCH_FAILED and _is_sticky(result.error)
         conn.send(Done(result, restart))
         if restart:
@@ -395,8 +394,9 @@ class Worker:
             self._kill()
             self.start()
         result = self._exchange(job)
-        result.device = result.device or self.device or (self.info.device if self.info else None)
-        return result
+        if result.device:
+            return result
+        return replace(result, device=self.device or (self.info.device if self.info else None))
 
     def _exchange(self, job: Job) -> TrialResult:
         conn, opts = self._conn, self.options

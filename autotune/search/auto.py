@@ -19,8 +19,8 @@ work as with TPE. Per shape:
    what none of them favoured: replayed leave-one-shape-out, split-K (slow on every large shape) stayed
    untried for 36 of 40 evaluations at M=64, K=7168 without it (47 % regret at 40; 0.15 % with it).
 
-It also bounds the proposals in flight (``max_in_flight``): results that arrive after the next batch was
-chosen teach it nothing."""
+It also bounds the proposals in flight (``INFO.max_in_flight``): results that arrive after the next batch
+was chosen teach it nothing."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import optuna
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.search.base import HistoryPoint, StrategyContext
+from autotune.search.base import HistoryPoint, StrategyContext, StrategyInfo
 from autotune.search.encoding import Encoder, ordinal
 from autotune.search.optuna_strategy import OptunaStrategy, distributions
 from autotune.search.surrogate import LocalCorrection, TransferPrior, standardize
@@ -264,9 +264,22 @@ class AutoSampler(BaseSampler):
 class AutoStrategy(OptunaStrategy):
     def __init__(self, ctx: StrategyContext):
         super().__init__(ctx, AutoSampler(ctx))
-        budget = ctx.budget or 40
-        #: small batches: each one is chosen knowing the results of the last
-        self.max_in_flight = max(4, math.ceil(budget / 5))
+
+
+def max_in_flight(budget: int) -> int:
+    """Small batches: each one is chosen knowing the results of the last."""
+    return max(4, math.ceil((budget or 40) / 5))
+
+
+INFO = StrategyInfo(
+    "auto",
+    AutoStrategy,
+    wants_history=True,
+    exhaustive_when_small=True,
+    max_in_flight=max_in_flight,
+    min_history=MIN_HISTORY,
+    summary="a transfer prior from the store's other shapes, corrected by a GP on this shape",
+)
 
 
 def model_order(ctx: StrategyContext) -> list[dict[str, Any]] | None:

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 FeatureFn = Callable[[Mapping[str, int], list[dict[str, Any]]], "list[dict[str, float]] | None"]
 
 
-#: proposals in a row that bring nothing new (invalid, known, claimed elsewhere) before the search loop (and
-#: ``autotune replay``'s copy of it) feeds the strategy an unseen valid config itself
+#: proposals in a row that bring nothing new (invalid, known, claimed elsewhere) before the search loop
+#: (``tuning.shape_search``) feeds the strategy an unseen valid config itself
 MAX_STALE = 25
 
 
@@ -73,10 +73,8 @@ class StrategyContext:
 
 class Strategy(Protocol):
     """Proposes configs and learns from results. The search loop filters what it proposes (invalid,
-    already known, claimed by another process) and tells every proposal back.
-
-    Optional attribute ``max_in_flight``: the most proposals the loop should have out at once (a
-    model-based strategy learns nothing from results that arrive after its next batch was chosen)."""
+    already known, claimed by another process) and tells every proposal back. What the loop needs to know
+    of a strategy beyond this is declared in its ``StrategyInfo``."""
 
     def propose(self, n: int) -> list[dict[str, Any]]:
         """Up to ``n`` configs to evaluate next (fewer, or none when it has nothing left)."""
@@ -88,3 +86,33 @@ class Strategy(Protocol):
     @property
     def exhausted(self) -> bool:
         """True when it will propose nothing new."""
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    """A strategy as the registry knows it: its factory and what the search loop must do for it. The loop
+    reads these capabilities and never a strategy's name, so a new strategy declares them here (its module
+    defines one; ``autotune.search.register`` or the ``autotune.strategies`` entry point names it)."""
+
+    name: str
+    factory: Callable[[StrategyContext], Strategy]
+    #: the loop reads the kernel's measurements under other keys (other shapes, devices, versions, spaces)
+    #: from the store into ``StrategyContext.history``
+    wants_history: bool = False
+    #: when every valid config fits the budget, the exhaustive strategy searches instead (no model needed)
+    exhaustive_when_small: bool = False
+    #: proposes every valid config in turn (a search with it is reported as exhaustive)
+    exhaustive: bool = False
+    #: needs ``StrategyContext.valid``: refused on a space too large to list
+    needs_valid_list: bool = False
+    #: the budget (--trials) -> the most proposals in flight (a model learns nothing from results that
+    #: arrive after its next batch was chosen); None: as many as keep the pipeline busy
+    max_in_flight: Callable[[int], int] | None = None
+    #: history points it needs before the history changes anything (the search says when fewer were read)
+    min_history: int = 0
+    #: one line for listings
+    summary: str = ""
+
+    def in_flight(self, budget: int, full: int) -> int:
+        """The proposals to keep in flight: ``full`` (what keeps the pipeline busy), or fewer."""
+        return max(1, min(full, self.max_in_flight(budget))) if self.max_in_flight is not None else full

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from autotune.search.base import StrategyContext
+from autotune.search.base import Strategy, StrategyContext, StrategyInfo
 from autotune.trial import TrialResult
 
 
@@ -33,3 +33,23 @@ class EnumerationStrategy:
     @property
     def exhausted(self) -> bool:
         return self._done
+
+
+def make(ctx: StrategyContext) -> Strategy:
+    order = None
+    if ctx.valid and ctx.history and 0 < ctx.budget < len(ctx.valid):
+        # a budgeted exhaustive search takes the configs the model ranks best first
+        from autotune.search.auto import model_order
+
+        order = model_order(ctx)
+    return EnumerationStrategy(ctx, order)
+
+
+INFO = StrategyInfo(
+    "exhaustive",
+    make,
+    wants_history=True,  # the order of a budgeted search
+    exhaustive=True,
+    needs_valid_list=True,
+    summary="every valid config (model-ranked first when the store has other shapes and the budget is short)",
+)

@@ -21,7 +21,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from autotune.search.base import StrategyContext
+from autotune.search.base import Strategy, StrategyContext, StrategyInfo
 from autotune.search.encoding import Ordinal, ordinal
 from autotune.trial import TrialResult, config_hash
 
@@ -152,3 +152,15 @@ class OptunaStrategy:
     @property
     def exhausted(self) -> bool:
         return False
+
+
+def _tpe(ctx: StrategyContext) -> Strategy:
+    return OptunaStrategy(ctx, tpe_sampler(ctx.seed))
+
+
+def _random(ctx: StrategyContext) -> Strategy:
+    return OptunaStrategy(ctx, optuna.samplers.RandomSampler(seed=ctx.seed))
+
+
+TPE = StrategyInfo("tpe", _tpe, exhaustive_when_small=True, summary="Optuna's multivariate TPE")
+RANDOM = StrategyInfo("random", _random, summary="uniform random sampling")

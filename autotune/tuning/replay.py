@@ -1,38 +1,38 @@
-"""Replay a strategy offline on recorded landscapes: what it would have found, per budget, over seeds.
+"""Replay strategies offline on recorded landscapes: what each would have found, per budget, over seeds.
 
-For each target landscape (one shape) and seed, a fresh strategy is made exactly as ``autotune search``
-makes it (``StrategyContext`` with the space, the default config, the store's history of other shapes and
-the kernel's features) and driven by the same rules as the search loop: the default config first, up to
-``depth`` proposals in flight (fewer when the strategy asks: ``max_in_flight``), results told in the order
-they finish, invalid configs and repeats told back without counting, the budget counting new valid
-configs only. Each answer comes from the landscape.
+A replay is ``autotune search``'s own loop (``tuning.shape_search.ShapeSearch``) on the simulated backend:
+for each target landscape (one shape), strategy and seed, the search runs with the landscape answering every
+evaluation, on a ``SerialPipeline`` standing for the real one (``depth`` proposals in flight; results in the
+order they were submitted, so a run depends on its seed alone), with a temporary SQLite store (each run its
+own key). The default config first, invalid configs and repeats told back without counting, the budget
+counting new valid configs only, the strategy's batch size and history: as a search.
 
 Transfer: the other landscapes of the same kernel (leave-one-shape-out: no landscape of the target's shape,
 in any space) and any ``preload`` files are written into a temporary store, as a search would find them in a
-shared database; the strategy reads them through ``store.history.transfer`` (another space's configs
+shared database; the strategy reads them through ``Store.transfer_history`` (another space's configs
 weighted lower)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
-import random
 import statistics
 import tempfile
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autotune.search import HistoryPoint, StrategyContext, make_strategy
-from autotune.search.base import MAX_STALE, FeatureFn, load_history
-from autotune.trial import TrialResult, TrialStatus, config_hash
-from autotune.tuning.landscape import LandscapeFile
-
-if TYPE_CHECKING:
-    from autotune.store import Store
+from autotune.engine import SerialPipeline, SimulatedBackend, SimulatedKernel
+from autotune.engine.simulated import simulated_env
+from autotune.search.base import FeatureFn, HistoryPoint, load_history
+from autotune.settings import SearchSettings
+from autotune.store import Owner
+from autotune.trial import TrialStatus
+from autotune.tuning.landscape import Landscape
+from autotune.tuning.shape_search import SearchEngine, SearchStore, ShapeSearch, TrialEvent
 
 #: in-flight proposals of the H200 pipeline (15 compile workers + 4 per device): the replay's default
 DEFAULT_DEPTH = 19
@@ -80,28 +80,18 @@ class Summary:
         return sum(r <= x for r in self.regrets) / len(self.regrets)
 
 
-def label(target: LandscapeFile) -> str:
+def label(target: Landscape) -> str:
     """A target's name in the tables: its shape and its space (one shape may be recorded in two spaces)."""
     return f"{target.shape_key} [{target.space.name} {target.space.hash()[:6]}]"
 
 
-def history_store(landscapes: Sequence[LandscapeFile], url: str) -> Store:
+def history_store(landscapes: Sequence[Landscape], url: str) -> Any:
     """A store holding every landscape's measured configs under its own key (as searches would have)."""
     from autotune.store import Store
 
     store = Store(url)
     store.schema.upgrade()
     for land in landscapes:
-        env = {
-            "device_kind": "cuda",
-            "gpu_name": land.device_name,
-            "cc": "replay",
-            "sm_count": int(land.facts.get("sm_count", 0)),
-            "driver": "replay",
-            "cuda": "replay",
-            "torch": "replay",
-            "triton": "replay",
-        }
         key = store.keys.ensure(
             land.kernel,
             "replay",
@@ -110,116 +100,111 @@ def history_store(landscapes: Sequence[LandscapeFile], url: str) -> Store:
             dict(land.shape),
             land.shape_key,
             {},
-            env,
+            simulated_env(land.device_name, land.facts),
         )
         results = [r for r in land.results.values() if r.status is not TrialStatus.INVALID]
         store.trials.record_many(key.id, [(r, None, None) for r in results])
     return store
 
 
+class _RunStore:
+    """The temporary store of a replay's runs: one SQLite file, its schema made once; each run searches
+    its own key (as a fresh version of the kernel), so no run sees another's trials."""
+
+    def __init__(self, directory: str):
+        from autotune.store import Store
+
+        self.store = Store(f"sqlite:///{Path(directory) / 'runs.db'}")
+        self.store.schema.upgrade()
+        self.runs = 0
+
+    def next_version(self) -> str:
+        """A kernel source hash of its own for the next run (unique in its first 12 characters, which
+        name the run's Optuna study)."""
+        self.runs += 1
+        return hashlib.sha256(f"replay run {self.runs}".encode()).hexdigest()
+
+
 def replay_one(
-    target: LandscapeFile,
+    target: Landscape,
     strategy: str,
     evaluations: int,
     seed: int,
     history: Sequence[HistoryPoint] = (),
     features: FeatureFn | None = None,
     depth: int = DEFAULT_DEPTH,
+    *,
+    runs: _RunStore | None = None,
 ) -> Run:
+    """One search of ``target`` by ``strategy`` (``history``: what the store would give it)."""
+    if runs is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            owned = _RunStore(tmp)
+            try:
+                return replay_one(target, strategy, evaluations, seed, history, features, depth, runs=owned)
+            finally:
+                owned.store.close()
     t0 = time.perf_counter()
-    valid = list(target.space.enumerate(target.facts)) if target.space.enumerable(target.facts) else None
-    default = (
-        target.default_config
-        if target.default_config and target.space.is_valid(target.default_config, target.facts)
-        else None
-    )
-    name = strategy
-    if name in ("auto", "tpe") and valid is not None and len(valid) <= evaluations:
-        name = "exhaustive"
-    ctx = StrategyContext(
-        target.space,
-        target.facts,
-        seed,
-        valid,
-        shape=dict(target.shape),
-        shape_params=tuple(target.shape),
-        default=default,
-        history=list(history) if name in ("auto", "exhaustive") else [],
-        features=features,
-        budget=evaluations,
-    )
-    st = make_strategy(name, ctx)
-    depth = min(depth, getattr(st, "max_in_flight", None) or depth)
-    first = [default] if default else []
-    known: dict[str, TrialResult] = {}
-    in_flight: deque[tuple[str, dict[str, Any]]] = deque()
-    pending: set[str] = set()
-    evaluated = 0
-    best = math.inf
+    kernel = SimulatedKernel.of([target])
+    kernel = replace(kernel, meta=replace(kernel.meta, source_hash=runs.next_version()))
+    pipeline = SerialPipeline(SimulatedBackend.of(kernel), ["sim:0"], depth)
+    infos = tuple(pipeline.start())
     run = Run(label(target), strategy, seed, [], target.best_s, 0.0)
-    stale = 0
-    rng = random.Random(seed)
-    while True:
-        while len(in_flight) < depth and evaluated < evaluations and not (st.exhausted and not first):
-            want = depth - len(in_flight)
-            batch, first = first[:want], first[want:]
-            if len(batch) < want:
-                batch += st.propose(want - len(batch))
-            if not batch:
-                break
-            fresh = 0
-            for config in batch:
-                run.proposals += 1
-                h = config_hash(config)
-                if h in known or h in pending:
-                    run.repeats += 1
-                    st.tell(config, known.get(h))
-                elif evaluated >= evaluations:
-                    st.tell(config, None)
-                elif target.space.check(config, target.facts):
-                    run.invalid += 1
-                    res = TrialResult(TrialStatus.INVALID, dict(config))
-                    known[h] = res
-                    st.tell(config, res)
-                else:
-                    pending.add(h)
-                    in_flight.append((h, config))
-                    evaluated += 1
-                    fresh += 1
-            stale = 0 if fresh else stale + len(batch)
-            if stale >= MAX_STALE:
-                # as the search loop does: the strategy only repeats itself, so an
-                # unseen valid config is evaluated next
-                unseen = [
-                    c for c in valid or () if config_hash(c) not in known and config_hash(c) not in pending
-                ]
-                if not unseen:
-                    break
-                first.append(rng.choice(unseen))
-                stale = 0
-        if not in_flight:
-            break
-        h, config = in_flight.popleft()
-        pending.discard(h)
-        res = target.answer(config)
-        known[h] = res
-        st.tell(config, res)
-        if res.timed:
-            best = min(best, res.time_s or math.inf)
-        run.best_after.append(best)
+
+    def on_event(event: TrialEvent) -> None:
+        run.best_after.append((event.best.time_s or math.inf) if event.best else math.inf)
+
+    search = ShapeSearch(
+        target.shape,
+        SearchEngine(pipeline, infos, target.space, features),
+        SearchStore.of(runs.store),
+        _settings(strategy, evaluations, seed),
+        owner=Owner(),
+        history=lambda *_: list(history),
+        on_event=on_event,
+    )
+    report = search.run()
+    run.proposals, run.invalid, run.repeats = search.proposals, report.invalid, search.repeats
     run.wall_s = time.perf_counter() - t0
     return run
 
 
+def _settings(strategy: str, evaluations: int, seed: int) -> SearchSettings:
+    """A search's settings for a replay: the budget and seed; no deadline and no re-timing (a landscape
+    answers one time per config), whatever the environment says."""
+    return SearchSettings(
+        trials=evaluations,
+        strategy=strategy,
+        seed=seed,
+        devices="sim:0",
+        timeout_s=0.0,
+        compile_workers=0,
+        retime_top=0,
+    )
+
+
+def _history(target: Landscape, others: Sequence[Landscape], url: str) -> list[HistoryPoint]:
+    """What a search of ``target`` reads from a database holding ``others``."""
+    if not others:
+        return []
+    store = history_store(others, url)
+    try:
+        return load_history(
+            store, target.kernel, target.space, simulated_env(target.device_name, target.facts)
+        )
+    finally:
+        store.close()
+
+
 def replay(
-    targets: Sequence[LandscapeFile],
+    targets: Sequence[Landscape],
     strategies: Sequence[str],
     evaluations: int,
     seeds: Sequence[int],
     *,
     transfer: bool = True,
-    preload: Sequence[LandscapeFile] = (),
-    features_for: Callable[[LandscapeFile], FeatureFn | None] | None = None,
+    preload: Sequence[Landscape] = (),
+    features_for: Callable[[Landscape], FeatureFn | None] | None = None,
     depth: int = DEFAULT_DEPTH,
     progress: Callable[[Run], None] | None = None,
 ) -> list[Run]:
@@ -227,31 +212,24 @@ def replay(
     store (leave-one-shape-out, any space), plus ``preload`` (never the target's own shape)."""
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
+        run_store = _RunStore(tmp)
         for i, target in enumerate(targets):
             others = [
                 t
                 for t in [*(targets if transfer else ()), *preload]
                 if t is not target and t.kernel == target.kernel and t.shape_key != target.shape_key
             ]
-            history: list[HistoryPoint] = []
-            if others:
-                store = history_store(others, f"sqlite:///{Path(tmp) / f'history{i}.db'}")
-                env = {
-                    "gpu_name": target.device_name,
-                    "torch": "replay",
-                    "triton": "replay",
-                    "driver": "replay",
-                    "cuda": "replay",
-                }
-                history = load_history(store.history, target.kernel, target.space, env)
-                store.close()
+            history = _history(target, others, f"sqlite:///{Path(tmp) / f'history{i}.db'}")
             features = features_for(target) if features_for else None
             for strategy in strategies:
                 for seed in seeds:
-                    run = replay_one(target, strategy, evaluations, seed, history, features, depth)
+                    run = replay_one(
+                        target, strategy, evaluations, seed, history, features, depth, runs=run_store
+                    )
                     runs.append(run)
                     if progress:
                         progress(run)
+        run_store.store.close()
     return runs
 
 
@@ -278,7 +256,7 @@ def evaluations_to(runs: Sequence[Run], strategy: str, target: float = 0.02) -> 
 
 
 @contextmanager
-def kernel_features(kernel_path: str) -> Iterator[Callable[[LandscapeFile], FeatureFn | None]]:
+def kernel_features(kernel_path: str) -> Iterator[Callable[[Landscape], FeatureFn | None]]:
     """The kernel file's ``features`` hook, computed in a worker process (as in a search: this process
     never imports kernel files), with each landscape's device facts; the worker lives for the block."""
     from autotune.engine import Worker
@@ -286,7 +264,7 @@ def kernel_features(kernel_path: str) -> Iterator[Callable[[LandscapeFile], Feat
     with Worker(kernel_path, "cpu") as worker:
         worker.start()
 
-        def for_target(target: LandscapeFile) -> FeatureFn | None:
+        def for_target(target: Landscape) -> FeatureFn | None:
             def fn(shape: Any, configs: list[dict[str, Any]]) -> list[dict[str, float]] | None:
                 return worker.features(dict(shape), configs, dict(target.facts))
 

@@ -1,0 +1,131 @@
+"""The strategy registry: names, aliases, capabilities declared in ``StrategyInfo`` (the search loop reads
+them, never a name) and third-party strategies registered through the ``autotune.strategies`` entry-point
+group of an installed distribution."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from autotune import search
+from autotune.engine import SerialPipeline, SimulatedBackend
+from autotune.errors import SettingsError
+from autotune.search import StrategyInfo, canonical_name, strategy_info, strategy_names
+from autotune.search.enumeration import EnumerationStrategy
+from autotune.settings import SearchSettings
+from autotune.space.space import Space
+from autotune.store import Store
+from autotune.tuning.tuner import Tuner
+from tests.test_engine import SPACE, sim_info, synthetic
+
+FACTS = {"cc": 0}
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The registry as it is, restored after the test (strategies registered in it are forgotten)."""
+    monkeypatch.setattr(search, "_REGISTRY", dict(search._REGISTRY))
+    monkeypatch.setattr(search, "_ALIASES", dict(search._ALIASES))
+    return search
+
+
+class Recording(EnumerationStrategy):
+    """The valid configs in reverse order, noting how many it was asked for at once."""
+
+    asked: list[int] = []
+
+    def __init__(self, ctx):
+        super().__init__(ctx, list(reversed(ctx.valid or [])))
+
+    def propose(self, n):
+        Recording.asked.append(n)
+        return super().propose(n)
+
+
+def simulated_search(url: str, strategy: str, trials: int):
+    space = Space.from_dict(SPACE)
+    info = sim_info(space, {"A": 1, "B": 1, "C": "x"})
+    settings = SearchSettings(
+        devices="sim:0", strategy=strategy, trials=trials, seed=0, compile_workers=0, retime_top=0
+    )
+    store = Store(url)
+    store.schema.upgrade()
+    events = []
+    tuner = Tuner(
+        "sim",
+        store,
+        settings,
+        on_event=events.append,
+        backend=SimulatedBackend(info, synthetic),
+        pipeline=lambda backend, workers: SerialPipeline(backend, [], depth=8),
+    )
+    with tuner:
+        tuner.start()
+        report = tuner.search_shape({"N": 8})
+    store.close()
+    return report, [e.result.config for e in events]
+
+
+def test_names_aliases_and_unknown_names():
+    assert {"auto", "tpe", "random", "exhaustive", "grid"} <= set(strategy_names())
+    assert canonical_name("GRID") == "exhaustive" and strategy_info("grid").name == "exhaustive"
+    with pytest.raises(SettingsError, match="unknown strategy 'nope': choose one of .*auto.*tpe"):
+        canonical_name("nope")
+
+
+def test_exhaustive_when_small_and_batch_size_come_from_the_info(registry, sqlite_url):
+    """Two new strategies, alike but for their info: the one declaring ``exhaustive_when_small`` gives a
+    space that fits the budget to the exhaustive strategy; the other searches it itself, in batches of
+    its ``max_in_flight``."""
+    valid = len(list(Space.from_dict(SPACE).enumerate(FACTS)))
+    registry.register("modelled", StrategyInfo("modelled", Recording, exhaustive_when_small=True))
+    registry.register("batched", StrategyInfo("batched", Recording, max_in_flight=lambda budget: 2))
+
+    report, _ = simulated_search(sqlite_url, "modelled", valid)
+    assert report.strategy == "exhaustive" and report.exhaustive
+
+    Recording.asked = []
+    report, configs = simulated_search(sqlite_url.replace(".db", "2.db"), "batched", valid)
+    assert report.strategy == "batched" and not report.exhaustive
+    assert report.evaluations == valid and max(Recording.asked) <= 2
+    # its own order: the default first, then the valid configs from the last
+    assert configs[1:3] == list(reversed(list(Space.from_dict(SPACE).enumerate(FACTS))))[:2]
+
+
+DEMO = '''
+from autotune.search.base import StrategyInfo
+from autotune.search.enumeration import EnumerationStrategy
+
+
+def make(ctx):
+    """Every valid config, the last listed first."""
+    return EnumerationStrategy(ctx, list(reversed(ctx.valid)))
+
+
+INFO = StrategyInfo("backwards", make, needs_valid_list=True, summary="a third-party strategy")
+'''
+
+
+def test_a_strategy_installed_by_another_package_registers_through_its_entry_point(
+    registry, tmp_path, monkeypatch, request, sqlite_url
+):
+    """A distribution (a dist-info directory on sys.path, as pip installs one) declares a strategy in the
+    ``autotune.strategies`` group: its name is known without importing it, and the search imports and
+    runs it when asked for."""
+    dist = tmp_path / "autotune_backwards-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: autotune-backwards\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[autotune.strategies]\nbackwards = autotune_backwards:INFO\n")
+    (tmp_path / "autotune_backwards.py").write_text(textwrap.dedent(DEMO))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    request.addfinalizer(lambda: sys.modules.pop("autotune_backwards", None))
+
+    assert "backwards" in strategy_names()
+    assert "autotune_backwards" not in sys.modules  # listed from its metadata, not imported
+    report, configs = simulated_search(sqlite_url, "backwards", 5)
+    assert "autotune_backwards" in sys.modules
+    assert report.strategy == "backwards" and strategy_info("backwards").summary == "a third-party strategy"
+    valid = list(Space.from_dict(SPACE).enumerate(FACTS))
+    assert configs == [{"A": 1, "B": 1, "C": "x"}, *list(reversed(valid))[:4]]
