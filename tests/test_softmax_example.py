@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from interpreted.runner import HERE, ROOT, case_names, check, run_cases
 
+pytestmark = pytest.mark.triton
+
 CASES = HERE / "softmax_cases.py"
 SOFTMAX = ROOT / "examples" / "softmax.py"
 
