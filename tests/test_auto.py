@@ -298,12 +298,12 @@ def test_timeout_holds_within_the_evaluation_timing_when_it_passes(sqlite_url):
     backend = SimulatedBackend(info, slow, eval_s=0.25)
     with Tuner("sim", store, settings, backend=backend) as tuner:
         tuner.start()
-        t0 = time.monotonic()
         report = tuner.search_shape({"N": 16})
     timed = [h for ev in backend.made if ev.device == "sim:0" for kind, h in ev.calls if kind == "eval"]
     assert 2 <= len(timed) == len(starts) < 200
-    # the deadline is 1 s after the shape's set-up (some ms after t0): at most one evaluation starts after it
-    assert len([t for t in starts if t > t0 + 1.3]) <= 1
+    # the deadline is 1 s after the shape's set-up, which precedes its first evaluation: at most one
+    # evaluation starts after it (no clock bound: the set-up may take long on a loaded machine)
+    assert len([t for t in starts if t > starts[0] + 1.0]) <= 1, [round(t - starts[0], 3) for t in starts]
     key = store.summary()[0]["key_id"]
     assert report.evaluations == len(store.trials(key)) == len(timed)
     assert store.running_claims(key) == {}  # the handed-back candidates' claims are released

@@ -5,10 +5,10 @@ hanging candidate, the database going away mid-search, meaningless option values
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -49,13 +49,12 @@ def test_check_on_a_file_that_exits_at_import(tmp_path):
 def test_check_on_a_file_that_hangs_at_import(tmp_path):
     f = tmp_path / "hangs.py"
     f.write_text("import time\ntime.sleep(3600)\n")
-    t0 = time.monotonic()
     line = one_error_line(
         autotune(
             "check", str(f), env={"AUTOTUNE_START_TIMEOUT": "3", "AUTOTUNE_RUN_TIMEOUT": "2"}, timeout=120
         )
     )
-    assert "did not finish within 5 s" in line and time.monotonic() - t0 < 60
+    assert "did not finish within 5 s" in line  # the 3 + 2 s bound stopped it, not the 3600 s sleep
 
 
 def test_search_on_a_file_that_hangs_at_import(tmp_path):
@@ -70,9 +69,8 @@ def test_search_on_a_file_that_hangs_at_import(tmp_path):
 
 def test_a_hanging_candidate_costs_the_adapted_timeout_not_the_fixed_one(tmp_path):
     """--run-timeout 120, but once the default config ran in well under a second, a hanging candidate is
-    stopped after the floor (10 s)."""
+    stopped after the adapted bound (the 10 s floor, or 100x the default's time on a loaded machine)."""
     db = tmp_path / "f.db"
-    t0 = time.monotonic()
     proc = autotune(
         "search", FAULTY, "--device", "cpu", "--strategy", "exhaustive", "--trials", "20", "--num-tests", "3",
         "--compile-timeout", "3", "--run-timeout", "120", "--db", str(db),
@@ -83,8 +81,9 @@ def test_a_hanging_candidate_costs_the_adapted_timeout_not_the_fixed_one(tmp_pat
     store = Store(f"sqlite:///{db}")
     trials = {t.config["MODE"]: t for t in store.trials(store.summary()[0]["key_id"])}
     hang = trials["hang_run"]
-    assert hang.status.value == "timeout" and "within 10 s" in hang.error, hang.error
-    assert time.monotonic() - t0 < 100  # the fixed bound alone would take 120 s
+    assert hang.status.value == "timeout", (hang.status, hang.error)
+    within = re.search(r"within (\d+(?:\.\d+)?) s", hang.error or "")
+    assert within and 10 <= float(within[1]) < 120, hang.error  # adapted, not the fixed 120 s
 
 
 def _pg_bin() -> str | None:
@@ -97,12 +96,12 @@ def _as_pg(*cmd: str) -> list[str]:
 
 
 @pytest.mark.postgres
-def test_database_going_away_mid_search_is_one_line_and_a_rerun_resumes(tmp_path):
-    """A Postgres of our own (port 55441) stopped during a search: one line, exit 2; restarted, the same
-    command resumes with nothing lost and nothing measured twice."""
+def test_database_going_away_mid_search_is_one_line_and_a_rerun_resumes(tmp_path, closed_port):
+    """A Postgres of our own (on a free port: runs in parallel must not share it) stopped during a search:
+    one line, exit 2; restarted, the same command resumes with nothing lost and nothing measured twice."""
     if _pg_bin() is None or shutil.which("runuser") is None and os.geteuid() == 0:
         pytest.skip("no Postgres server binaries")
-    port = "55441"
+    port = str(closed_port)
     env = {**os.environ, "AUTOTUNE_PG_PORT": port}
     start = subprocess.run(
         ["bash", ".ci/start-postgres.sh"], cwd=ROOT, capture_output=True, text=True, env=env
@@ -173,20 +172,19 @@ def _huge_space_kernel(tmp_path: Path, constraint: str | None) -> Path:
 def test_search_of_a_10_to_the_12_space_samples_instead_of_listing(tmp_path):
     f = _huge_space_kernel(tmp_path, None)
     db = tmp_path / "huge.db"
-    t0 = time.monotonic()
+    # listing 10**12 configs would never end: the subprocess timeout fails the test then
     proc = autotune("search", str(f), "--device", "cpu", "--trials", "3", "--num-tests", "2", "--db", str(db))
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - t0 < 120
     from autotune.store import Store
 
     store = Store(f"sqlite:///{db}")
     trials = store.trials(store.summary()[0]["key_id"])
-    assert len([t for t in trials if t.status.value == "ok"]) == 3
+    assert len([t for t in trials if t.status.value == "ok"]) == 3, [
+        (t.status.value, t.error) for t in trials
+    ]
 
 
 def test_search_of_an_unsatisfiable_10_to_the_12_space_is_one_line(tmp_path):
     f = _huge_space_kernel(tmp_path, "P0 > 100")
-    t0 = time.monotonic()
     line = one_error_line(autotune("search", str(f), "--device", "cpu", "--db", str(tmp_path / "u.db")))
     assert "no valid config" in line or "violate" in line, line
-    assert time.monotonic() - t0 < 120
