@@ -197,7 +197,8 @@ def test_features_come_from_the_kernel_file_in_a_worker():
         rows = w.features({"N": 4}, [{"REPS": 2, "MODE": "b"}, {"REPS": 1, "MODE": "a"}], {"cc": 0})
         assert rows == [{"work": 64.0}, {"work": 16.0}]
         # and the worker still evaluates afterwards (one exchange at a time on its pipe)
-        assert w.evaluate({"REPS": 1, "MODE": "a"}, {"N": 4}).status is TrialStatus.OK
+        res = w.evaluate({"REPS": 1, "MODE": "a"}, {"N": 4})
+        assert res.status is TrialStatus.OK, (res.status, res.error)
 
 
 def noisy(config, shape) -> TrialResult:
