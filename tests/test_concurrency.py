@@ -73,7 +73,9 @@ def check_no_duplicates(url: str) -> None:
     assert len(hashes) == len(set(hashes)), "a config was measured twice"
     assert store.duplicate_measurements() == 0
     assert len(set(hashes)) == SPACE_SIZE
-    assert all(t.status is TrialStatus.OK for t in ran), [(t.config, t.status, t.error) for t in ran if t.error]
+    assert all(t.status is TrialStatus.OK for t in ran), [
+        (t.config, t.status, t.error) for t in ran if t.error
+    ]
     assert store.running_claims(key) == {}
     # a consistent best row: the lowest median over each config's measurements (its search trial and the
     # finalists' re-timings, which every searcher adds), a once-measured config not outranking the finalists
