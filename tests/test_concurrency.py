@@ -91,6 +91,7 @@ def check_no_duplicates(url: str) -> None:
     assert len(ids) == len(set(ids)) == len(trials)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_eight_processes_on_a_fresh_postgres(pg_url):
     # no `db upgrade` first: the processes race to create our schema and Optuna's on an empty database
@@ -101,6 +102,7 @@ def test_eight_processes_on_a_fresh_postgres(pg_url):
     check_no_duplicates(pg_url)
 
 
+@pytest.mark.slow
 def test_four_processes_on_one_sqlite_file(sqlite_url):
     results = run_many(sqlite_url, 4)
     for r in results:

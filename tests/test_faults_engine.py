@@ -75,6 +75,7 @@ def _as_pg(*cmd: str) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else list(cmd)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_database_going_away_mid_search_is_one_line_and_a_rerun_resumes(tmp_path, closed_port):
     """A Postgres of our own (on a free port: runs in parallel must not share it) stopped during a search:

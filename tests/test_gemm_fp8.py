@@ -260,6 +260,7 @@ def test_impl_limits() -> None:
     assert mod.workspace_numel(pers, 33, 70) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.triton
 def test_best_config_selects_the_library(tmp_path: Path) -> None:
     """End to end: a search whose best config is the library's; gemm_fp8() then runs it from the database."""

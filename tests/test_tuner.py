@@ -330,6 +330,7 @@ def test_kernel_file_bug_stops_cleanly_and_leaves_no_running_trial(sqlite_url):
     assert store.running_claims(only_key(store)["key_id"]) == {}
 
 
+@pytest.mark.slow
 @pytest.mark.triton
 def test_gemm_fp8_search_runs_in_the_triton_interpreter(sqlite_url):
     # The real Triton FP8 kernel through the whole pipeline on a CPU (times are the interpreter's, not a GPU's).
