@@ -44,11 +44,11 @@ FACADES = {
     "autotune.conformance",
 }
 #: imports up a floor that exist today, each inside a function (so never a cycle at import time):
-#: (from unit, to unit) -> why
+#: (from unit, to unit) -> why. (engine -> tuning, the simulated backend reading tuning/landscape.py, is gone
+#: once DESIGN's one Landscape lives in engine/: the search-loop branch does that.)
 UPWARD_TODAY = {
     ("space", "kernel"): "space --from-triton imports a kernel file to read its triton.Config list",
     ("kernel", "engine"): "the conformance check names a worker's signal like the worker does",
-    ("engine", "tuning"): "the simulated backend reads a replay landscape (DESIGN: one Landscape in engine/)",
 }
 MAX_FUNCTION_LINES = 60
 
@@ -205,11 +205,12 @@ def test_settings_never_import_the_strategies():
 
 def test_each_part_imports_only_from_the_floors_below():
     """Down the pipeline only (the ground floor imports no subpackage); the few imports up a floor that
-    exist today are pinned, each inside a function."""
+    exist today are pinned, each inside a function. Imports for type checking only never run: a part may
+    type against an interface above it (the store's Protocols)."""
     bad = []
     for i in imports():
         src, dst = unit(i.importer), unit(i.imported)
-        if src is None or dst is None or src == dst or FLOOR[dst] < FLOOR[src]:
+        if src is None or dst is None or src == dst or FLOOR[dst] < FLOOR[src] or i.type_only:
             continue
         if (src, dst) in UPWARD_TODAY and i.in_function:
             continue
