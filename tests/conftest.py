@@ -3,16 +3,60 @@ server of ``AUTOTUNE_TEST_PG_URL``, dropped afterwards) and ``db_url`` (parametr
 same store test runs on each backend, as in optuna/testing/storages.py).
 
 Start a throwaway server with ``eval "$(.ci/start-postgres.sh)"``. Without ``AUTOTUNE_TEST_PG_URL`` the
-Postgres tests are skipped, except under CI (``CI`` set), where they fail: CI must not skip silently."""
+Postgres tests are skipped, except under CI (``CI`` set), where they fail: CI must not skip silently.
+
+Markers (pyproject.toml): ``triton`` tests skip when triton cannot be imported (the ``triton`` extra is
+optional; the kernel files and the interpreter runs they start need it); ``slow`` tests run under CI, or
+with ``--run-slow``, and are skipped in a developer's default run."""
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import uuid
 from collections.abc import Iterator
 
 import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        default=False,
+        help="run the tests marked slow (the default under CI, where CI is set)",
+    )
+
+
+@functools.cache
+def triton_missing() -> str | None:
+    """Why triton cannot be imported here, or None. Any ImportError counts (not only a missing module:
+    a broken install must skip the same way)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError as e:
+        return f"needs triton (the triton extra): {type(e).__name__}: {e}"
+    return None
+
+
+def run_slow(config: pytest.Config) -> bool:
+    return bool(config.getoption("--run-slow") or os.environ.get("CI"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not run_slow(config):
+        skip = pytest.mark.skip(reason="slow: run with --run-slow (CI runs it)")
+        for item in items:
+            if item.get_closest_marker("slow"):
+                item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # checked here, not at collection: triton is imported only when a test that needs it is about to run
+    if item.get_closest_marker("triton") and (why := triton_missing()):
+        pytest.skip(why)
 
 
 def pg_server_url() -> str:

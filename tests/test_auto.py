@@ -198,7 +198,8 @@ def test_features_come_from_the_kernel_file_in_a_worker():
         rows = w.features({"N": 4}, [{"REPS": 2, "MODE": "b"}, {"REPS": 1, "MODE": "a"}], {"cc": 0})
         assert rows == [{"work": 64.0}, {"work": 16.0}]
         # and the worker still evaluates afterwards (one exchange at a time on its pipe)
-        assert w.evaluate({"REPS": 1, "MODE": "a"}, {"N": 4}).status is TrialStatus.OK
+        res = w.evaluate({"REPS": 1, "MODE": "a"}, {"N": 4})
+        assert res.status is TrialStatus.OK, (res.status, res.error)
 
 
 def noisy(config, shape) -> TrialResult:
@@ -299,12 +300,12 @@ def test_timeout_holds_within_the_evaluation_timing_when_it_passes(sqlite_url):
     backend = SimulatedBackend(info, slow, eval_s=0.25)
     with Tuner("sim", store, settings, backend=backend) as tuner:
         tuner.start()
-        t0 = time.monotonic()
         report = tuner.search_shape({"N": 16})
     timed = [h for ev in backend.made if ev.device == "sim:0" for kind, h in ev.calls if kind == "eval"]
     assert 2 <= len(timed) == len(starts) < 200
-    # the deadline is 1 s after the shape's set-up (some ms after t0): at most one evaluation starts after it
-    assert len([t for t in starts if t > t0 + 1.3]) <= 1
+    # the deadline is 1 s after the shape's set-up, which precedes its first evaluation: at most one
+    # evaluation starts after it (no clock bound: the set-up may take long on a loaded machine)
+    assert len([t for t in starts if t > starts[0] + 1.0]) <= 1, [round(t - starts[0], 3) for t in starts]
     key = store.history.key_states()[0].key_id
     assert report.evaluations == len(store.trials.recorded(key)) == len(timed)
     assert store.claims.running(key) == {}  # the handed-back candidates' claims are released

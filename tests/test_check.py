@@ -105,6 +105,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.triton
 def test_gemm_fp8_interpreter_split_k_passes_and_broken_kernels_fail():
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(

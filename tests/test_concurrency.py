@@ -72,7 +72,10 @@ def check_no_duplicates(url: str) -> None:
     hashes = [config_hash(t.config) for t in ran]
     assert len(hashes) == len(set(hashes)), "a config was measured twice"
     assert store.trials.duplicate_measurements() == 0
-    assert len(set(hashes)) == SPACE_SIZE and all(t.status is TrialStatus.OK for t in ran)
+    assert len(set(hashes)) == SPACE_SIZE
+    assert all(t.status is TrialStatus.OK for t in ran), [
+        (t.config, t.status, t.error) for t in ran if t.error
+    ]
     assert store.claims.running(key) == {}
     # a consistent best row: the lowest median over each config's measurements (its search trial and the
     # finalists' re-timings, which every searcher adds), a once-measured config not outranking the finalists
@@ -88,6 +91,7 @@ def check_no_duplicates(url: str) -> None:
     assert len(ids) == len(set(ids)) == len(trials)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_eight_processes_on_a_fresh_postgres(pg_url):
     # no `db upgrade` first: the processes race to create our schema and Optuna's on an empty database
@@ -98,6 +102,7 @@ def test_eight_processes_on_a_fresh_postgres(pg_url):
     check_no_duplicates(pg_url)
 
 
+@pytest.mark.slow
 def test_four_processes_on_one_sqlite_file(sqlite_url):
     results = run_many(sqlite_url, 4)
     for r in results:

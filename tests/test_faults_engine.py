@@ -1,6 +1,7 @@
 """Fault matrix, engine rows (the hardening issue's table; the space rows are in test_faults_space.py, the
-lookup, masking and shape rows in test_faults_lookup.py): kernel files that exit or hang at import, a
-hanging candidate, the database going away mid-search, meaningless option values."""
+lookup, masking and shape rows in test_faults_lookup.py): kernel files that exit or hang at import, the
+database going away mid-search, meaningless option values. A hanging candidate's adapted timeout is checked
+by test_tuner.py's search of the faulty kernel (the same search, run once)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,6 @@ import pytest
 from tests.conftest import wait_for_trials
 
 ROOT = Path(__file__).resolve().parents[1]
-FAULTY = str(ROOT / "tests" / "kernels" / "faulty.py")
 TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
 
 
@@ -49,13 +48,12 @@ def test_check_on_a_file_that_exits_at_import(tmp_path):
 def test_check_on_a_file_that_hangs_at_import(tmp_path):
     f = tmp_path / "hangs.py"
     f.write_text("import time\ntime.sleep(3600)\n")
-    t0 = time.monotonic()
     line = one_error_line(
         autotune(
             "check", str(f), env={"AUTOTUNE_START_TIMEOUT": "3", "AUTOTUNE_RUN_TIMEOUT": "2"}, timeout=120
         )
     )
-    assert "did not finish within 5 s" in line and time.monotonic() - t0 < 60
+    assert "did not finish within 5 s" in line  # the 3 + 2 s bound stopped it, not the 3600 s sleep
 
 
 def test_search_on_a_file_that_hangs_at_import(tmp_path):
@@ -68,25 +66,6 @@ def test_search_on_a_file_that_hangs_at_import(tmp_path):
     assert not db.exists(), "a bad kernel file must leave no database behind"
 
 
-def test_a_hanging_candidate_costs_the_adapted_timeout_not_the_fixed_one(tmp_path):
-    """--run-timeout 120, but once the default config ran in well under a second, a hanging candidate is
-    stopped after the floor (10 s)."""
-    db = tmp_path / "f.db"
-    t0 = time.monotonic()
-    proc = autotune(
-        "search", FAULTY, "--device", "cpu", "--strategy", "exhaustive", "--trials", "20", "--num-tests", "3",
-        "--compile-timeout", "3", "--run-timeout", "120", "--db", str(db),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    from autotune.store import Store
-
-    store = Store(f"sqlite:///{db}")
-    trials = {t.config["MODE"]: t for t in store.trials.recorded(store.history.key_states()[0].key_id)}
-    hang = trials["hang_run"]
-    assert hang.status.value == "timeout" and "within 10 s" in hang.error, hang.error
-    assert time.monotonic() - t0 < 100  # the fixed bound alone would take 120 s
-
-
 def _pg_bin() -> str | None:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
     return str(found[-1].parent) if found else None
@@ -96,13 +75,14 @@ def _as_pg(*cmd: str) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else list(cmd)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
-def test_database_going_away_mid_search_is_one_line_and_a_rerun_resumes(tmp_path):
-    """A Postgres of our own (port 55441) stopped during a search: one line, exit 2; restarted, the same
-    command resumes with nothing lost and nothing measured twice."""
+def test_database_going_away_mid_search_is_one_line_and_a_rerun_resumes(tmp_path, closed_port):
+    """A Postgres of our own (on a free port: runs in parallel must not share it) stopped during a search:
+    one line, exit 2; restarted, the same command resumes with nothing lost and nothing measured twice."""
     if _pg_bin() is None or shutil.which("runuser") is None and os.geteuid() == 0:
         pytest.skip("no Postgres server binaries")
-    port = "55441"
+    port = str(closed_port)
     env = {**os.environ, "AUTOTUNE_PG_PORT": port}
     start = subprocess.run(
         ["bash", ".ci/start-postgres.sh"], cwd=ROOT, capture_output=True, text=True, env=env
@@ -173,20 +153,19 @@ def _huge_space_kernel(tmp_path: Path, constraint: str | None) -> Path:
 def test_search_of_a_10_to_the_12_space_samples_instead_of_listing(tmp_path):
     f = _huge_space_kernel(tmp_path, None)
     db = tmp_path / "huge.db"
-    t0 = time.monotonic()
+    # listing 10**12 configs would never end: the subprocess timeout fails the test then
     proc = autotune("search", str(f), "--device", "cpu", "--trials", "3", "--num-tests", "2", "--db", str(db))
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - t0 < 120
     from autotune.store import Store
 
     store = Store(f"sqlite:///{db}")
     trials = store.trials.recorded(store.history.key_states()[0].key_id)
-    assert len([t for t in trials if t.status.value == "ok"]) == 3
+    assert len([t for t in trials if t.status.value == "ok"]) == 3, [
+        (t.status.value, t.error) for t in trials
+    ]
 
 
 def test_search_of_an_unsatisfiable_10_to_the_12_space_is_one_line(tmp_path):
     f = _huge_space_kernel(tmp_path, "P0 > 100")
-    t0 = time.monotonic()
     line = one_error_line(autotune("search", str(f), "--device", "cpu", "--db", str(tmp_path / "u.db")))
     assert "no valid config" in line or "violate" in line, line
-    assert time.monotonic() - t0 < 120

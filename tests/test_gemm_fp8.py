@@ -148,6 +148,7 @@ def interp() -> dict[str, Any]:
     return _subprocess("--interp", interpret=True)
 
 
+@pytest.mark.triton
 @pytest.mark.parametrize("case", list(CASES))
 def test_matches_reference_in_interpreter(interp: dict[str, Any], case: str) -> None:
     assert interp["cases"][case] is None, interp["cases"][case]
@@ -158,25 +159,30 @@ def interp_big() -> dict[str, Any]:
     return _subprocess("--interp-big", interpret=True)
 
 
+@pytest.mark.triton
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(BIG_CASES))
 def test_large_values_match_reference_in_interpreter(interp_big: dict[str, Any], case: str) -> None:
     assert interp_big[case] is None, interp_big[case]
 
 
+@pytest.mark.triton
 @pytest.mark.parametrize("variant", NEGATIVE)
 def test_compare_catches_broken_variant(interp: dict[str, Any], variant: str) -> None:
     assert interp["negative"][variant], f"{variant} passed the correctness check"
 
 
+@pytest.mark.triton
 def test_conforms_in_interpreter(interp: dict[str, Any]) -> None:
     assert interp["conformance"] is None, interp["conformance"]
 
 
+@pytest.mark.triton
 def test_tma_rejects_unaligned_k(interp: dict[str, Any]) -> None:
     assert "K % 16" in interp["tma_unaligned"]
 
 
+@pytest.mark.triton
 def test_fused_split_k_repeats_exactly(interp: dict[str, Any]) -> None:
     """The fused reduction resets its counters and sums in split order: call after call the same bits,
     equal to the two-kernel reduction's."""
@@ -188,10 +194,12 @@ def test_fused_split_k_repeats_exactly(interp: dict[str, Any]) -> None:
     }
 
 
+@pytest.mark.triton
 def test_atomic_split_k_leaves_its_workspace_zero(interp: dict[str, Any]) -> None:
     assert interp["atomic_repeat"] == {"checks": [None, None, None], "ws_zero": True}
 
 
+@pytest.mark.triton
 def test_config_without_impl_runs_the_original_kernel(interp: dict[str, Any]) -> None:
     assert interp["no_impl"] == {
         "same_bits": True,
@@ -199,6 +207,7 @@ def test_config_without_impl_runs_the_original_kernel(interp: dict[str, Any]) ->
     }
 
 
+@pytest.mark.triton
 def test_gemm_fp8_runs_the_configs_implementation(interp: dict[str, Any]) -> None:
     ran = interp["gemm_fp8_ran"]
     assert ran["triton"]["kernels"] == ["_autotune_gemm_fp8_kernel"]
@@ -210,6 +219,7 @@ def test_gemm_fp8_runs_the_configs_implementation(interp: dict[str, Any]) -> Non
     assert interp["fallback"] is None  # scaled_mm's config on a ragged shape: the default config ran
 
 
+@pytest.mark.triton
 def test_features_for_every_implementation() -> None:
     """The auto strategy's features: the same keys for every config of the space, finite values."""
     import math
@@ -228,6 +238,7 @@ def test_features_for_every_implementation() -> None:
     assert len(keys) == 1 and "waves" in next(iter(keys))
 
 
+@pytest.mark.triton
 def test_impl_limits() -> None:
     from autotune.kernel.contract import load_kernel_file
 
@@ -249,6 +260,8 @@ def test_impl_limits() -> None:
     assert mod.workspace_numel(pers, 33, 70) == 0
 
 
+@pytest.mark.slow
+@pytest.mark.triton
 def test_best_config_selects_the_library(tmp_path: Path) -> None:
     """End to end: a search whose best config is the library's; gemm_fp8() then runs it from the database."""
     configs = tmp_path / "configs.json"
@@ -265,6 +278,7 @@ def test_best_config_selects_the_library(tmp_path: Path) -> None:
     assert res["kernels"] == ["nvjet_cpu_scaled_mm"] and res["check"] is None
 
 
+@pytest.mark.triton
 def test_declaration() -> None:
     from autotune.kernel.contract import load_kernel_file
 
@@ -294,6 +308,7 @@ def test_declaration() -> None:
     assert kern.bytes_moved({"M": 2, "N": 3, "K": 5}) == 10 + 15 + 12
 
 
+@pytest.mark.triton
 def test_space_on_h200() -> None:
     space_mod = pytest.importorskip("autotune.space")
     from autotune.env import DEVICE_PRESETS
@@ -455,6 +470,7 @@ def _smem_estimate(c: dict[str, Any]) -> int:
     return max(pipeline, 4 * c["BLOCK_M"] * c["BLOCK_N"] if c["SPLIT_K"] > 1 else 0)
 
 
+@pytest.mark.triton
 def test_admitted_configs_fit_shared_memory_on_sm90() -> None:
     """The constraint's formula against Triton's own sm_90 compiles of the configs nearest the limit."""
     pytest.importorskip("autotune.space")

@@ -36,7 +36,11 @@ DEFAULT = {"BLOCK": 0}
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache():
+def _fresh_cache(monkeypatch):
+    # A first lookup waits AUTOTUNE_LOOKUP_TIMEOUT (1 s) for its rows, SQLAlchemy's import included, which a
+    # loaded machine can exceed; these tests check the answers, so they wait longer (the timeout's own tests
+    # in test_faults_lookup.py set theirs). Subprocesses inherit it.
+    monkeypatch.setenv("AUTOTUNE_LOOKUP_TIMEOUT", "60")
     clear_cache()
     yield
     clear_cache()
@@ -121,11 +125,13 @@ def test_db_without_schema_warns_once(db_url, caplog):
 
 def test_unreachable_postgres_warns_once(closed_port, caplog):
     url = f"postgresql://postgres:s3cret@127.0.0.1:{closed_port}/autotune"
-    t0 = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
-        for _ in range(20):
-            assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=64) is DEFAULT
-    assert time.monotonic() - t0 < 10
+        assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=64) is DEFAULT
+        (failed,) = lookup._loads.values()
+        for m in range(19):
+            assert best_config("gemm", db=url, device="cpu", default=DEFAULT, M=64 + m % 2) is DEFAULT
+    # the failure is remembered: no lookup after the first connects again (nor waits for a connect)
+    assert list(lookup._loads.values()) == [failed] and failed.done.is_set() and failed.rows is None
     (msg,) = warnings_of(caplog)
     assert "127.0.0.1" in msg and "s3cret" not in msg
 
@@ -151,11 +157,8 @@ def test_cache_hits_do_not_query(sqlite_url, monkeypatch):
     path = Path(sqlite_url.removeprefix("sqlite:///"))
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-    t0 = time.perf_counter()
-    for _ in range(10000):
+    for _ in range(1000):  # served from the cache: no query, and the deleted file is not missed
         assert best_config("gemm", db=sqlite_url, device="cpu", M=64) == {"BLOCK": 64}
-    per_call = (time.perf_counter() - t0) / 10000
-    assert per_call < 50e-6  # microseconds, not a query
     # another shape of the same kernel: served from the rows loaded by the first call
     assert best_config("gemm", db=sqlite_url, device="cpu", M=900) == {"BLOCK": 128}
     assert queries == []

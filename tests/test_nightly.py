@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,24 @@ def write_job(tmp_path: Path, url: str, name: str = "job", **fields) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(json.dumps(doc))  # JSON is YAML
     return path
+
+
+@pytest.fixture(scope="module")
+def one_run_db(tmp_path_factory) -> Path:
+    """A SQLite file after one run of the CPU job (verify off), made once: the tests that continue from such
+    a run copy it (``continue_from``) instead of each starting a nightly process, a worker and its searches."""
+    tmp = tmp_path_factory.mktemp("one_run")
+    db = tmp / "autotune.db"
+    proc = autotune("nightly", str(write_job(tmp, f"sqlite:///{db}", verify=False)))
+    assert proc.returncode == 0, proc.stderr
+    return db
+
+
+def continue_from(one_run_db: Path, sqlite_url: str) -> None:
+    target = Path(sqlite_url.removeprefix("sqlite:///"))
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{one_run_db}{suffix}").exists():
+            shutil.copyfile(f"{one_run_db}{suffix}", f"{target}{suffix}")
 
 
 @pytest.mark.parametrize(
@@ -121,9 +140,8 @@ def test_cpu_job_end_to_end(url, tmp_path):
     assert store.trials.duplicate_measurements() == 0 and len(store.verifications.recorded()) == 1
 
 
-def test_recorded_misses_flow_into_the_next_job(sqlite_url, tmp_path):
-    job = write_job(tmp_path, sqlite_url, verify=False)
-    assert autotune("nightly", str(job)).returncode == 0
+def test_recorded_misses_flow_into_the_next_job(one_run_db, sqlite_url, tmp_path):
+    continue_from(one_run_db, sqlite_url)
     clear_cache()
     try:
         for _ in range(3):
@@ -149,9 +167,8 @@ def test_recorded_misses_flow_into_the_next_job(sqlite_url, tmp_path):
     assert Store(sqlite_url).trials.best("matmul_cpu", shape_key="M=96,N=64,K=64")
 
 
-def test_injected_regression_fails_the_second_run(sqlite_url, tmp_path):
-    job = write_job(tmp_path, sqlite_url, verify=False)
-    assert autotune("nightly", str(job)).returncode == 0
+def test_injected_regression_fails_the_second_run(one_run_db, sqlite_url, tmp_path):
+    continue_from(one_run_db, sqlite_url)
     store = Store(sqlite_url)
     with (
         store.db.engine.begin() as conn
@@ -174,6 +191,7 @@ def test_injected_regression_fails_the_second_run(sqlite_url, tmp_path):
     assert "| **confirmed** |" in md
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_never_measure_twice(sqlite_url, tmp_path):
     job = write_job(
         tmp_path,

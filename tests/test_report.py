@@ -24,18 +24,21 @@ from test_nightly_sim import NoisyKernel, job, run  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def reported(sqlite_url, tmp_path):
-    """Two nightly runs (tune, then verify) and a report of them."""
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory):
+    """Two nightly runs (tune, then verify) and a report of them, in a SQLite file: made once, the tests
+    only read them."""
+    tmp = tmp_path_factory.mktemp("reported")
+    url = f"sqlite:///{tmp / 'autotune.db'}"
     kernel = NoisyKernel()
-    run(job(sqlite_url, tmp_path), kernel)
-    second = run(job(sqlite_url, tmp_path), kernel)
-    files = write_report(sqlite_url, tmp_path / "report", run_id=second.run_id)
-    return {p.name: p for p in files}, second
+    run(job(url, tmp), kernel)
+    second = run(job(url, tmp), kernel)
+    files = write_report(url, tmp / "report", run_id=second.run_id)
+    return {p.name: p for p in files}, second, url
 
 
 def test_report_files_agree(reported):
-    files, second = reported
+    files, second, _ = reported
     assert sorted(files) == ["report.html", "report.json", "report.md"]
     doc = json.loads(files["report.json"].read_text())
     assert doc["run"]["run_id"] == second.run_id
@@ -54,7 +57,8 @@ def test_report_files_agree(reported):
     assert html.count("plotly-graph-div") == 1 + len(doc["shapes"])
 
 
-def test_report_cli_and_since(reported, sqlite_url, tmp_path):
+def test_report_cli_and_since(reported, tmp_path):
+    sqlite_url = reported[2]
     proc = subprocess.run(
         [
             sys.executable,
@@ -186,7 +190,7 @@ def test_console_errors_are_caught(tmp_path):
 
 
 def test_report_renders_in_headless_chromium(reported, tmp_path):
-    files, _ = reported
+    files, _, _ = reported
     page = files["report.html"]
     doc = json.loads(files["report.json"].read_text())
     dom = _browse(page, "--dump-dom")

@@ -130,9 +130,7 @@ def test_show_requests_lists_them(store):
     assert "M=512,N=128" in proc.stdout and DEVICE in proc.stdout
 
 
-def test_triton_export(store, tmp_path):
-    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64, "USE_TMA": True, "num_warps": 4, "num_stages": 3})
-    out = tmp_path / "configs.json"
+def triton_export(store, out: Path) -> None:
     subprocess.run(
         [
             sys.executable,
@@ -149,27 +147,22 @@ def test_triton_export(store, tmp_path):
         check=True,
         cwd=REPO,
     )
+
+
+def test_triton_export(store, tmp_path):
+    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64, "USE_TMA": True, "num_warps": 4, "num_stages": 3})
+    out = tmp_path / "configs.json"
+    triton_export(store, out)
     doc = json.loads(out.read_text())
     assert doc["configs"]["gemm"][DEVICE]["M=64,N=128"] == [
         {"kwargs": {"BLOCK": 64, "USE_TMA": True}, "num_warps": 4, "num_stages": 3}
     ]
-    py = tmp_path / "best_triton.py"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autotune",
-            "export",
-            "--format",
-            "triton",
-            "--db",
-            store.url,
-            "--out",
-            str(py),
-        ],
-        check=True,
-        cwd=REPO,
-    )
+
+
+@pytest.mark.triton
+def test_triton_export_as_python_builds_triton_configs(store, tmp_path):
+    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64, "USE_TMA": True, "num_warps": 4, "num_stages": 3})
+    triton_export(store, tmp_path / "best_triton.py")
     code = (
         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import best_triton\n"
         "(c,) = best_triton.configs('gemm')\n"

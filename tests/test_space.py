@@ -339,9 +339,7 @@ def test_module_never_evals_user_text():
 )
 def test_expensive_or_odd_arithmetic_is_an_invalid_config_not_a_hang(expr, reason):
     s = sp({"X": [2]}, [expr])
-    t = time.monotonic()
-    (msg,) = s.check({"X": 2})
-    assert time.monotonic() - t < 1
+    (msg,) = s.check({"X": 2})  # refused before computing: the reason says which guard refused it
     assert "cannot be evaluated" in msg and reason in msg and expr in msg
     assert s.count() == 0
 

@@ -20,6 +20,7 @@ def results(tmp_path_factory) -> dict:
     return run_cases(CASES, tmp_path_factory.mktemp("dropin_cases"))
 
 
+@pytest.mark.triton
 @pytest.mark.parametrize("name", case_names(CASES))
 def test_dropin(results: dict, name: str) -> None:
     check(results, name)

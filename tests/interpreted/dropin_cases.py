@@ -21,10 +21,10 @@ if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("run by tests/test_triton_dropin.py under TRITON_INTERPRET=1", allow_module_level=True)
 
 torch = pytest.importorskip("torch")
-triton = pytest.importorskip("triton")
+triton = pytest.importorskip("triton", exc_type=ImportError)
 
-from autotune import lookup  # noqa: E402
 from autotune.kernel.contract import _import_file  # noqa: E402
+from autotune.runtime import lookup  # noqa: E402
 from autotune.runtime.triton_autotune import DatabaseAutotuner, autotune  # noqa: E402
 from autotune.space.triton import config_dict  # noqa: E402
 from autotune.store import Store  # noqa: E402

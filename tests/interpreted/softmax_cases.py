@@ -13,7 +13,7 @@ if os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("run by tests/test_softmax_example.py under TRITON_INTERPRET=1", allow_module_level=True)
 
 torch = pytest.importorskip("torch")
-triton = pytest.importorskip("triton")
+triton = pytest.importorskip("triton", exc_type=ImportError)
 
 from autotune.kernel.conformance import assert_conforms  # noqa: E402
 from autotune.kernel.contract import _import_file, load_kernel_file  # noqa: E402
