@@ -8,7 +8,7 @@ stops the command (exit 2) instead of making every trial ``launch_failed`` in th
 The runtime lookup runs inside users' programs and must never raise for a setting: it reads its variables
 leniently (``lenient=True``: a bad value is one warning, and the default). This module imports nothing
 heavy (the lookup imports it), nor the search registry: strategy names are checked where the registry
-lives (``autotune.search.strategy_names``, by the CLI). ``ENV_VARS`` is the documented list (the README's
+lives (``autotune.search.strategy_names``, by the CLI). ``ENV_VARS`` is the documented list (docs/settings.md's
 table mirrors it; a test keeps them in step)."""
 
 from __future__ import annotations

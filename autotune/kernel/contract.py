@@ -365,7 +365,7 @@ def load_kernel_file(path: str | os.PathLike[str]) -> LoadedKernel:
     module = _import_file(p)
     kernel = getattr(module, "KERNEL", None)
     if kernel is None:
-        raise KernelFileError(f"{p}: declares no KERNEL object (see the README's kernel-file contract)")
+        raise KernelFileError(f"{p}: declares no KERNEL object (see docs/contract.md)")
     missing = [a for a in REQUIRED_ATTRIBUTES if not hasattr(kernel, a)]
     missing += [m for m in REQUIRED_METHODS if not callable(getattr(kernel, m, None))]
     if missing:
