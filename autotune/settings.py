@@ -250,6 +250,8 @@ class SearchSettings:
         # None: automatic (cores - 1 beside GPUs, 0 beside a CPU timing worker), decided by the tuner
         if self.compile_workers is not None and self.compile_workers < 0:
             raise SettingsError(f"--compile-workers must be >= 0 (got {self.compile_workers})")
+        if self.seed is not None and not 0 <= self.seed < 2**32:  # Optuna's and numpy's seed range
+            raise SettingsError(f"--seed must be between 0 and 2**32 - 1 (got {self.seed})")
         parse_devices(self.devices)  # syntax only: "all" is resolved by the first worker
 
     @classmethod

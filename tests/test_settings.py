@@ -15,7 +15,7 @@ import pytest
 from autotune import settings
 from autotune.devices import ALL, Device, parse_devices
 from autotune.errors import SettingsError
-from autotune.settings import ENV_VARS, SearchSettings, flush_bytes
+from autotune.settings import ENV_VARS, SearchSettings, check_environment, flush_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -204,3 +204,14 @@ def test_every_autotune_variable_is_read_in_settings_only():
     # the check sees the kinds of reads it looks for
     sample = "import os\nos.environ.get('AUTOTUNE_X')\nos.environ['AUTOTUNE_Y']\nos.getenv(name)\n"
     assert [k for _, k in _env_reads(ast.parse(sample))] == ["AUTOTUNE_X", "AUTOTUNE_Y", "<computed>"]
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**70])
+def test_a_seed_outside_the_samplers_range_is_one_line(seed, monkeypatch):
+    """issue 21 row 8: a seed Optuna cannot take was an internal error (exit 3) deep in the sampler."""
+    with pytest.raises(SettingsError, match="--seed must be between 0 and 2"):
+        SearchSettings(seed=seed)
+    monkeypatch.setenv("AUTOTUNE_SEED", str(seed))
+    with pytest.raises(SettingsError, match="--seed"):
+        check_environment()
+    assert SearchSettings(seed=2**32 - 1).seed == 2**32 - 1
