@@ -9,13 +9,21 @@ Grown from DeepGEMM's ``bench_kineto`` (see the seed recipe), with its defects f
 - the flush is sized from the device (2x L2 by default: the same kernel times as 8 GB on the H200 at a
   fraction of the wall time and memory), runs on every device the call uses, and is never counted;
 - on a machine without a GPU the same call profiles CPU activity (``record_function`` ranges and aten
-  ops), with a "flush" that writes a buffer twice the size of the last-level cache.
+  ops), with a "flush" that writes a buffer twice the size of the last-level cache (at most
+  ``CPU_FLUSH_CAP_BYTES``);
+- memory stays bounded over any number of measurements: the flush buffer is allocated once per device and
+  process, only the numbers needed leave the profiler's results, which are freed (and their heap handed
+  back to the OS) before the call returns; on the CPU only ``record_function`` ranges are recorded unless a
+  name needs the aten ops (recording every op of a kernel made of thousands of small ops cost gigabytes and
+  slowed it several times), and the unrecorded warm-up before the window is a few calls, not a round.
 
 Knows nothing of Optuna or the database."""
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import ctypes
 import math
 import os
 import statistics
@@ -32,6 +40,21 @@ from autotune.settings import nvidia_tools_active
 _FLUSH_RANGE = "autotune::flush"
 #: kernel names the flush (and the barrier's sleep) launch, learnt once per device by profiling them alone
 _flush_kernel_names: dict[tuple[int, bool], frozenset[str]] = {}
+#: ceiling of the CPU flush's default size. Some VMs report the whole host's (or every CCD's) L3 as the
+#: last-level cache (480 MiB seen): 2x that wrote ~1 GB before every timed call, most of a measurement's
+#: time. 128 MiB is still 2x a 64 MiB L3, and far more than the L1/L2 plus the share of L3 one core's
+#: working set lives in on the larger parts; AUTOTUNE_FLUSH_BYTES asks for more where it matters.
+CPU_FLUSH_CAP_BYTES = 128 * 1024 * 1024
+#: the flush buffer of each (device type, CUDA index), allocated once per process and reused
+_flush_buffers: dict[tuple[str, int | None], Any] = {}
+#: seconds one flush takes, per (device type, CUDA index), measured once per process
+_flush_seconds: dict[tuple[str, int | None], float] = {}
+#: name tuples that matched no ``record_function`` range on the CPU (aten ops): measured recording every op
+_op_level_names: set[tuple[str, ...]] = set()
+#: unrecorded calls before the measured window on the CPU (see ``_Window.warm_up_calls``)
+_CPU_WARM_UP_CALLS = 3
+#: glibc's malloc_trim once looked up (False: this C library has none)
+_malloc_trim: Any = None
 
 
 @dataclass(frozen=True)
@@ -122,7 +145,8 @@ def _suppress_output(enabled: bool) -> Iterator[None]:
 
 
 def default_flush_bytes(device: str, device_index: int | None = None) -> int:
-    """2x the L2 (GPU) or last-level cache (CPU); ``AUTOTUNE_FLUSH_BYTES`` overrides."""
+    """2x the L2 (GPU) or last-level cache (CPU, at most ``CPU_FLUSH_CAP_BYTES``); ``AUTOTUNE_FLUSH_BYTES``
+    overrides both."""
     from autotune.settings import flush_bytes
 
     configured = flush_bytes()
@@ -138,23 +162,35 @@ def default_flush_bytes(device: str, device_index: int | None = None) -> int:
         return 2 * l2
     from autotune.env import cpu_llc_bytes
 
-    return 2 * cpu_llc_bytes()
+    return min(2 * cpu_llc_bytes(), CPU_FLUSH_CAP_BYTES)
+
+
+def _flush_buffer(device: str, index: int | None, nbytes: int) -> Any:
+    """This process's flush buffer for the device, re-allocated only when the size asked for changes."""
+    import torch
+
+    key = (device, index)
+    buf = _flush_buffers.get(key)
+    if buf is None or buf.numel() != max(1, nbytes // 4):
+        _flush_buffers.pop(key, None)
+        buf = None  # the old buffer is freed before the new one is allocated: never two at once
+        dev = torch.device("cuda", index) if device == "cuda" else torch.device("cpu")
+        buf = _flush_buffers[key] = torch.empty(max(1, nbytes // 4), dtype=torch.int32, device=dev)
+    return buf
 
 
 class _Flusher:
-    """Evicts caches before each call: a memset-like write of ``nbytes`` on every device used."""
+    """Evicts caches before each call: a memset-like write of ``nbytes`` on every device used, into this
+    process's buffer for the device (allocated once, see ``_flush_buffer``)."""
 
     def __init__(self, device: str, devices: Sequence[int], nbytes: int | None):
-        import torch
-
         self.device = device
         self.buffers = []
         self.nbytes = 0
         for d in devices if device == "cuda" else [None]:
             n = nbytes if nbytes is not None else default_flush_bytes(device, d)
             self.nbytes = max(self.nbytes, n)
-            dev = torch.device("cuda", d) if device == "cuda" else torch.device("cpu")
-            self.buffers.append(torch.empty(max(1, n // 4), dtype=torch.int32, device=dev))
+            self.buffers.append(_flush_buffer(device, d, n))
         self._i = 0
 
     def __call__(self) -> None:
@@ -173,39 +209,110 @@ class _Flusher:
                     buf.fill_(self._i)
 
 
-def _device_events(prof: Any, device: str) -> list[tuple[str, float, float, float]]:
-    """(name, start_ns, end_ns, duration_s) of the activity we match against, from raw Kineto events."""
+def flush_seconds(device: str = "cpu") -> float:
+    """Seconds one default-size flush takes on ``device`` ("cpu", or "cuda": the current GPU), measured once
+    per process on the buffer later measurements reuse: what a measurement spends beyond the calls it
+    times (the worker adds it to the run timeout)."""
+    import torch
+
+    dev = _resolve_device(device)
+    index = torch.cuda.current_device() if dev == "cuda" else None
+    key = (dev, index)
+    if key not in _flush_seconds:
+        flusher = _Flusher(dev, [] if index is None else [index], None)
+        samples = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            flusher()
+            samples.append(time.perf_counter() - t0)
+        _flush_seconds[key] = statistics.median(samples)
+    return _flush_seconds[key]
+
+
+def _record(
+    device: str, ranges_only: bool, warm_up: Callable[[], Any] | None, window: Callable[[], Any]
+) -> Any:
+    """Kineto's results of ``window()``, run after ``warm_up()`` with the profiler prepared but not recording
+    (its start-up cost stays out: what ``torch.profiler.schedule(warmup=1, active=1)`` does). Through the
+    bindings ``torch.profiler.profile`` uses, for their one option it lacks: ``ranges_only`` records only
+    ``record_function`` ranges, not every op inside them. The caller copies out what it needs and drops
+    the results: nothing here keeps them."""
+    from torch._C._profiler import RecordScope, _ExperimentalConfig
+    from torch.autograd import (
+        ProfilerActivity,
+        ProfilerConfig,
+        ProfilerState,
+        _disable_profiler,
+        _enable_profiler,
+        _prepare_profiler,
+    )
+
+    activities = {ProfilerActivity.CUDA if device == "cuda" else ProfilerActivity.CPU}
+    scopes = {RecordScope.USER_SCOPE} if ranges_only else set()
+    config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
+    _prepare_profiler(config, activities)
+    enabled = False
+    try:
+        if warm_up is not None:
+            warm_up()
+        _enable_profiler(config, activities, scopes)
+        enabled = True
+        window()
+    finally:
+        if not enabled:  # a prepared session ends through enable + disable, as torch.profiler's does
+            _enable_profiler(config, activities, scopes)
+        results = _disable_profiler()
+    return results
+
+
+#: (name, start_ns, end_ns, duration_s) of one profiled event
+Event = tuple[str, float, float, float]
+
+
+def _window_events(
+    results: Any, device: str, names: Sequence[str], excluded: frozenset[str]
+) -> tuple[list[Event], tuple[str, ...]]:
+    """The events some name in ``names`` matches, outside the flush's ranges and its kernels, and every
+    distinct name seen there (for the errors): copied out, so the profiler's results can be freed."""
     from torch.autograd import DeviceType
 
     want = DeviceType.CUDA if device == "cuda" else DeviceType.CPU
-    out = []
-    for e in prof.profiler.kineto_results.events():
-        if e.device_type() != want:
-            continue
+    events = [e for e in results.events() if e.device_type() == want]
+    flush = sorted((e.start_ns(), e.end_ns()) for e in events if e.name() == _FLUSH_RANGE)
+    starts = [s for s, _ in flush]
+    hits: list[Event] = []
+    seen: set[str] = set()
+    for e in events:
         name = e.name()
-        if device == "cpu" and name.startswith("ProfilerStep"):
+        if name == _FLUSH_RANGE or name in excluded:
             continue
-        out.append((name, float(e.start_ns()), float(e.end_ns()), e.duration_ns() * 1e-9))
-    return out
+        start, end = e.start_ns(), e.end_ns()
+        i = bisect.bisect_right(starts, start) - 1
+        if i >= 0 and end <= flush[i][1]:
+            continue  # inside a flush (the flush ranges are disjoint: the one starting last before it)
+        seen.add(name)
+        if any(n in name for n in names):
+            hits.append((name, float(start), float(end), e.duration_ns() * 1e-9))
+    return hits, tuple(sorted(seen))
 
 
-def _device_indices(prof: Any) -> set[int]:
+def _release_heap() -> None:
+    """Hand freed heap back to the OS. Without it glibc keeps the pages of the millions of small blocks an
+    op-level profile frees, and a worker's RSS ratchets up by gigabytes over a search."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            _malloc_trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError, TypeError):  # not glibc: nothing to trim with
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+def _device_indices(results: Any) -> set[int]:
     from torch.autograd import DeviceType
 
-    return {
-        e.device_index() for e in prof.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA
-    }
-
-
-def _profile(device: str) -> Any:
-    import torch
-
-    activity = (
-        torch.profiler.ProfilerActivity.CUDA if device == "cuda" else torch.profiler.ProfilerActivity.CPU
-    )
-    return torch.profiler.profile(
-        activities=[activity], schedule=torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)
-    )
+    return {e.device_index() for e in results.events() if e.device_type() == DeviceType.CUDA}
 
 
 def _excluded_names(device: str, flusher: _Flusher, with_sleep: bool, suppress: bool) -> frozenset[str]:
@@ -216,14 +323,20 @@ def _excluded_names(device: str, flusher: _Flusher, with_sleep: bool, suppress: 
 
     key = (torch.cuda.current_device(), with_sleep)
     if key not in _flush_kernel_names:
-        with _suppress_output(suppress), _profile(device) as prof:
-            for _ in range(2):
-                flusher()
-                if with_sleep:
-                    torch.cuda._sleep(1000)
-                torch.cuda.synchronize()
-                prof.step()
-        _flush_kernel_names[key] = frozenset(name for name, *_ in _device_events(prof, device))
+
+        def flush() -> None:
+            flusher()
+            if with_sleep:
+                torch.cuda._sleep(1000)
+            torch.cuda.synchronize()
+
+        with _suppress_output(suppress):
+            results = _record(device, False, flush, flush)
+        from torch.autograd import DeviceType
+
+        _flush_kernel_names[key] = frozenset(
+            e.name() for e in results.events() if e.device_type() == DeviceType.CUDA
+        )
     return _flush_kernel_names[key]
 
 
@@ -290,11 +403,14 @@ def bench_kineto_detailed(
     excluded = (
         _excluded_names(dev, flusher, barrier is not None, suppress_kineto_output) if flusher else frozenset()
     )
+    window = _Window(fn, dev, devices, flusher, barrier, num_tests, names, excluded)
     with _suppress_output(suppress_kineto_output):
-        prof = _profile_window(fn, dev, devices, flusher, barrier, num_tests)
-        if trace_path is not None:
-            prof.export_chrome_trace(trace_path)
-    events, seen = _measured_events(prof, dev, excluded)
+        events, seen = window.measure(trace_path)
+    if not seen:
+        raise BenchError(
+            f"the profiler recorded no {'GPU kernels' if dev == 'cuda' else 'CPU activity'} while fn ran "
+            "(is the work on this device? is CUPTI available?)"
+        )
     stats = {
         name: _kernel_stats(name, events, seen, excluded, num_tests, with_multiple_kernels) for name in names
     }
@@ -309,64 +425,86 @@ def _devices_used(fn: Callable[[], Any], dev: str, suppress: bool) -> list[int]:
     devices = [torch.cuda.current_device()]
     if torch.cuda.device_count() > 1:
         # Learn which GPUs fn really uses, so each one's L2 is flushed.
-        with _suppress_output(suppress), _profile(dev) as prof:
-            for _ in range(2):
-                fn()
-                torch.cuda.synchronize()
-                prof.step()
-        devices = sorted(_device_indices(prof)) or devices
+        def call() -> None:
+            fn()
+            torch.cuda.synchronize()
+
+        with _suppress_output(suppress):
+            results = _record(dev, False, call, call)
+        devices = sorted(_device_indices(results)) or devices
     return devices
 
 
-def _profile_window(
-    fn: Callable[[], Any],
-    dev: str,
-    devices: Sequence[int],
-    flusher: _Flusher | None,
-    barrier: Callable[[], Any] | None,
-    num_tests: int,
-) -> Any:
-    """The profiler after ``num_tests`` calls of ``fn`` (each after a flush, and the barrier if any)."""
-    import torch
+@dataclass
+class _Window:
+    """The measured window of one ``bench_kineto_detailed`` call: ``num_tests`` calls of ``fn`` (each after
+    a flush, and the barrier if any), after unrecorded warm-up calls (as many on a GPU, a few on the CPU:
+    ``warm_up_calls``)."""
 
-    prof = _profile(dev)
-    with prof:
-        # Round one is the profiler's warm-up step (discarded); round two is the measured window.
-        for _ in range(2):
-            for _ in range(num_tests):
-                if flusher is not None:
-                    flusher()
-                if barrier is not None:
-                    # Absorb CPU launch skew across ranks: every rank waits on the GPU, then meets.
-                    torch.cuda._sleep(int(2e7))
-                    barrier()
-                fn()
-            _sync(dev, devices)
-            prof.step()
-    return prof
+    fn: Callable[[], Any]
+    dev: str
+    devices: Sequence[int]
+    flusher: _Flusher | None
+    barrier: Callable[[], Any] | None
+    num_tests: int
+    names: tuple[str, ...]
+    excluded: frozenset[str]
+
+    @property
+    def warm_up_calls(self) -> int:
+        """On a GPU a whole round, as the seed recipe: CUPTI's start-up and the clocks' ramp stay out of the
+        window. The CPU has neither, the pre-warm call took the kernel's first-call costs, and a round there
+        was half of every measurement's time (each call after a flush of the last-level cache)."""
+        return self.num_tests if self.dev == "cuda" else min(self.num_tests, _CPU_WARM_UP_CALLS)
+
+    def warm_up(self) -> None:
+        self.calls(self.warm_up_calls)
+
+    def window(self) -> None:
+        self.calls(self.num_tests)
+
+    def calls(self, n: int) -> None:
+        import torch
+
+        for _ in range(n):
+            if self.flusher is not None:
+                self.flusher()
+            if self.barrier is not None:
+                # Absorb CPU launch skew across ranks: every rank waits on the GPU, then meets.
+                torch.cuda._sleep(int(2e7))
+                self.barrier()
+            self.fn()
+        _sync(self.dev, self.devices)
+
+    def measure(self, trace_path: str | None) -> tuple[list[Event], tuple[str, ...]]:
+        """The matched events and the names seen. On the CPU only ``record_function`` ranges are recorded
+        first; a name that matched none of them (an aten op) is measured again recording every op, and
+        those names go straight to that from then on."""
+        ranges_only = self.dev == "cpu" and trace_path is None and self.names not in _op_level_names
+        events, seen = self.record(ranges_only, trace_path)
+        if ranges_only and not _all_matched(self.names, events):
+            events, seen = self.record(False, None)
+            if _all_matched(self.names, events):
+                _op_level_names.add(self.names)
+        return events, seen
+
+    def record(self, ranges_only: bool, trace_path: str | None) -> tuple[list[Event], tuple[str, ...]]:
+        results = _record(self.dev, ranges_only, self.warm_up, self.window)
+        if trace_path is not None:
+            results.save(trace_path)
+        window = _window_events(results, self.dev, self.names, self.excluded)
+        del results  # the profiler's events (gigabytes, with every op recorded) go before the heap is trimmed
+        _release_heap()
+        return window
 
 
-def _measured_events(
-    prof: Any, dev: str, excluded: frozenset[str]
-) -> tuple[list[tuple[str, float, float, float]], tuple[str, ...]]:
-    """The measured window's events, without the flush's, and the distinct names seen."""
-    events = _device_events(prof, dev)
-    if dev == "cpu":
-        flush_ranges = [(s, e) for n, s, e, _ in events if n == _FLUSH_RANGE]
-        events = [ev for ev in events if not any(s <= ev[1] and ev[2] <= e for s, e in flush_ranges)]
-    events = [ev for ev in events if ev[0] not in excluded]
-    seen = tuple(sorted({ev[0] for ev in events}))
-    if not events:
-        raise BenchError(
-            f"the profiler recorded no {'GPU kernels' if dev == 'cuda' else 'CPU activity'} while fn ran "
-            "(is the work on this device? is CUPTI available?)"
-        )
-    return events, seen
+def _all_matched(names: Sequence[str], events: list[Event]) -> bool:
+    return all(any(n in ev[0] for ev in events) for n in names)
 
 
 def _kernel_stats(
     name: str,
-    events: list[tuple[str, float, float, float]],
+    events: list[Event],
     seen: tuple[str, ...],
     excluded: frozenset[str],
     num_tests: int,

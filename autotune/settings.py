@@ -44,7 +44,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_START_TIMEOUT": "seconds a worker may take to start and import the kernel file (default 120)",
     "AUTOTUNE_COMPILE_WORKERS": "processes compiling ahead of the timing workers (default: cores - 1)",
     "AUTOTUNE_LEASE": "seconds a claim stays valid without renewal (default 30)",
-    "AUTOTUNE_FLUSH_BYTES": "bytes written to flush the L2 before each timed call (default 2x L2)",
+    "AUTOTUNE_FLUSH_BYTES": "bytes written to flush the caches before each timed call (default: 2x L2 on a GPU; 2x the last-level cache, at most 128 MiB, on a CPU)",
     "AUTOTUNE_USE_NVIDIA_TOOLS": "1 under Nsight/Compute Sanitizer: the bench returns placeholders",
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",

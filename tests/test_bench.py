@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -10,7 +11,14 @@ import textwrap
 import pytest
 import torch
 
-from autotune.bench import BenchResult, bench_kineto, bench_kineto_detailed, default_flush_bytes
+from autotune import bench
+from autotune.bench import (
+    CPU_FLUSH_CAP_BYTES,
+    BenchResult,
+    bench_kineto,
+    bench_kineto_detailed,
+    default_flush_bytes,
+)
 from autotune.env import cpu_llc_bytes
 from autotune.errors import AmbiguousKernelError, BenchError, KernelNotFoundError
 
@@ -85,7 +93,7 @@ def test_flush_is_never_counted():
     res = bench_kineto_detailed(fills, "aten::fill_", num_tests=5, device="cpu", suppress_kineto_output=True)
     # the flush also runs aten::fill_ before every call; only fn's own fill is matched
     assert res.kernels["aten::fill_"].launches_per_call == 1.0
-    assert res.flush_bytes == 2 * cpu_llc_bytes()
+    assert res.flush_bytes == min(2 * cpu_llc_bytes(), CPU_FLUSH_CAP_BYTES)
 
     def nothing():
         with torch.profiler.record_function("idle"):
@@ -106,6 +114,69 @@ def test_flush_size_override(monkeypatch):
         two_ranges, "alpha_kernel", num_tests=2, device="cpu", flush_l2=False, suppress_kineto_output=True
     )
     assert res.flush_bytes == 0
+
+
+def test_flush_default_is_capped_on_huge_caches_and_the_override_is_not(monkeypatch):
+    import autotune.env
+
+    monkeypatch.delenv("AUTOTUNE_FLUSH_BYTES", raising=False)
+    # a VM that reports its host's whole L3 (480 MiB seen): 2x that before every call was most of the time
+    monkeypatch.setattr(autotune.env, "cpu_llc_bytes", lambda: 480 * 1024 * 1024)
+    assert default_flush_bytes("cpu") == CPU_FLUSH_CAP_BYTES
+    monkeypatch.setattr(autotune.env, "cpu_llc_bytes", lambda: 8 * 1024 * 1024)
+    assert default_flush_bytes("cpu") == 16 * 1024 * 1024
+    monkeypatch.setenv("AUTOTUNE_FLUSH_BYTES", str(3 * CPU_FLUSH_CAP_BYTES))
+    assert default_flush_bytes("cpu") == 3 * CPU_FLUSH_CAP_BYTES
+
+
+def test_flush_buffer_is_allocated_once_per_process():
+    def buffer_address():
+        return bench._flush_buffers[("cpu", None)].data_ptr()
+
+    run(two_ranges, "alpha_kernel", num_tests=2, flush_bytes=1 << 20)
+    first = buffer_address()
+    run(two_ranges, "alpha_kernel", num_tests=2, flush_bytes=1 << 20)
+    assert buffer_address() == first
+    # another size replaces it (never a second buffer beside it)
+    run(two_ranges, "alpha_kernel", num_tests=2, flush_bytes=2 << 20)
+    assert bench._flush_buffers[("cpu", None)].numel() * 4 == 2 << 20
+    assert [k for k in bench._flush_buffers if k[0] == "cpu"] == [("cpu", None)]
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the RSS from /proc")
+@pytest.mark.parametrize("name", ["ops_kernel", "aten::add_"])
+def test_memory_is_bounded_over_measurements(name):
+    """A kernel of many small ops, timed 20 times with ever more ops (as a search's configs differ): the
+    RSS after the 20th measurement stays near the RSS after the 2nd. Before, every measurement's profiler
+    results stayed alive (freed only by a rare cyclic GC), so the RSS grew by gigabytes over a search."""
+    x = torch.zeros(4)
+
+    def ops(n):
+        def fn():
+            with torch.profiler.record_function("ops_kernel"):
+                for _ in range(n):
+                    x.add_(1.0)
+
+        return fn
+
+    rss = []
+    for i in range(20):
+        res = bench_kineto_detailed(
+            ops(100 * (i + 1)),
+            name,
+            num_tests=5,
+            device="cpu",
+            flush_bytes=1 << 20,
+            suppress_kineto_output=True,
+        )
+        assert res.kernels[name].launches_per_call == (1 if name == "ops_kernel" else 100 * (i + 1))
+        rss.append(_rss_mib())
+    assert rss[19] - rss[1] < 64, f"RSS (MiB) after each measurement: {[round(r) for r in rss]}"
 
 
 def test_the_time_spans_all_the_work_of_a_call():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,79 @@ def test_bad_kernel_files_fail_at_start(tmp_path):
     empty.write_text("x = 1\n")
     with pytest.raises(KernelFileError, match="declares no KERNEL"):
         Worker(str(empty), "cpu").start()
+
+
+#: a CPU kernel whose config is its number of small ops (each one a profiler event when ops are recorded)
+MANY_OPS = textwrap.dedent(
+    """
+    import torch
+    from autotune.kernel.contract import Kernel
+
+    class ManyOps(Kernel):
+        name = "many_ops"
+        kernel_names = ("many_ops_kernel",)
+        shape_params = ("N",)
+        default_shapes = ({"N": 4},)
+        space = {"name": "many_ops", "params": {"OPS": [100 * i for i in range(1, 21)]}}
+        default_config = {"OPS": 100}
+        dtypes = {"x": "float32"}
+
+        def make_inputs(self, shape, device):
+            return torch.randn(shape["N"], device=device)
+
+        def compile(self, config, x):
+            def launch():
+                y = x.clone()
+                with torch.profiler.record_function("many_ops_kernel"):
+                    for _ in range(config["OPS"]):
+                        y.add_(0.0)
+                return y
+
+            return launch
+
+        def reference(self, x):
+            return x
+
+        def flops(self, shape):
+            return float(shape["N"])
+
+    KERNEL = ManyOps()
+    """
+)
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the RSS from /proc")
+def test_timing_worker_memory_is_bounded(tmp_path):
+    """20 CPU measurements of configs with more and more ops: the timing worker's RSS after the 20th stays
+    within a bound of its RSS after the 2nd (it grew by gigabytes over 4 trials of the README's example)."""
+    path = tmp_path / "many_ops.py"
+    path.write_text(MANY_OPS)
+    opts = EvalOptions(num_tests=5, run_timeout_s=300, env={"AUTOTUNE_FLUSH_BYTES": str(1 << 20)})
+    with Worker(str(path), "cpu", opts) as w:
+        w.start()
+        pid, rss = w.pid, []
+        for i in range(20):
+            res = w.evaluate({"OPS": 100 * (i + 1)}, {"N": 4})
+            assert res.status is TrialStatus.OK, res.error
+            assert w.pid == pid  # the same process all along: nothing was restarted
+            rss.append(_rss_mib(pid))
+    assert rss[19] - rss[1] < 64, f"worker RSS (MiB) after each measurement: {[round(r) for r in rss]}"
+
+
+def test_the_flush_does_not_count_against_the_run_timeout(tmp_path):
+    """A fast valid config is never a ``timeout`` for the bench's own cache flushes: a large flush before
+    each of its calls (the VM's 2 x 480 MiB L3 once made 2 of 4 configs ``timeout``) takes longer in all
+    than the run timeout, which bounds the candidate's work, not the flushes."""
+    path = tmp_path / "many_ops.py"
+    path.write_text(MANY_OPS)
+    # 512 MiB before each timed call: the old worker's 62 flushes took over 3 s on a 2-core VM
+    flush = 512 * 1024 * 1024
+    opts = EvalOptions(num_tests=30, run_timeout_s=3, env={"AUTOTUNE_FLUSH_BYTES": str(flush)})
+    with Worker(str(path), "cpu", opts) as w:
+        res = w.evaluate({"OPS": 100}, {"N": 4})
+    assert res.status is TrialStatus.OK, res.error

@@ -102,6 +102,10 @@ class Compiled:
     """Compilation finished; checking and timing start (the run timeout starts now)."""
 
     compile_s: float
+    #: seconds the bench will spend on its own work beyond the candidate's calls (the cache flush before
+    #: each timed call: a second or more per measurement on a CPU with a large cache, whatever the kernel's
+    #: speed): added to the run timeout, so a fast valid config is never a ``timeout`` for it
+    overhead_s: float = 0.0
 
 
 @dataclass(frozen=True)

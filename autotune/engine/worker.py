@@ -52,6 +52,11 @@ _STICKY_CUDA = (
 )
 
 
+#: how many times slower than its first timing a flush may run before the run timeout counts it against the
+#: candidate (memory bandwidth is shared with every other process on the machine)
+_FLUSH_MARGIN = 4.0
+
+
 class ShapeInputError(AutotuneError):
     """The kernel file could not build inputs or a reference for a shape (a bug in the file, not a config)."""
 
@@ -62,6 +67,7 @@ class EvalOptions:
 
     num_tests: int = 30
     compile_timeout_s: float = 180.0
+    #: the check and the timed calls; the bench's cache flushes come on top (``Compiled.overhead_s``)
     run_timeout_s: float = 120.0
     start_timeout_s: float = 120.0
     env: dict[str, str] = field(default_factory=dict)
@@ -129,6 +135,14 @@ class _Evaluation:
             self.inputs = self.loaded.kernel.make_inputs(dict(shape), self.device)
             self.ref = self.loaded.kernel.reference(self.inputs)
             self.shape = dict(shape)
+
+    def bench_overhead_s(self, num_tests: int) -> float:
+        """A generous bound on the seconds one measurement spends flushing caches: the flush runs before
+        each of the warm-up and the timed calls (``2 * num_tests``), and a busy machine may write memory
+        several times slower than when the flush was first timed (once per process)."""
+        from autotune.bench import flush_seconds
+
+        return _FLUSH_MARGIN * flush_seconds("cuda" if self.cuda else "cpu") * (2 * num_tests + 2)
 
     def compile(self, job: Job, result: TrialResult) -> tuple[Any, TrialResult]:
         """The launcher (None when compiling failed) and ``result`` with the compile time (and failure)."""
@@ -230,7 +244,7 @@ def _serve(conn: Any, ev: _Evaluation) -> None:
             if restart:
                 return
             continue
-        conn.send(Compiled(result.compile_s or 0.0))
+        conn.send(Compiled(result.compile_s or 0.0, ev.bench_overhead_s(job.num_tests)))
         result = ev.run(job, launcher, result)
         restart = ev.cuda and result.status is TrialStatus.LAUNCH_FAILED and _is_sticky(result.error)
         conn.send(Done(result, restart))
@@ -425,7 +439,7 @@ class Worker:
                     error=f"worker {_signal_name(code)} during {phase}; worker restarted",
                 )
             if isinstance(msg, Compiled):
-                phase, deadline, compile_s = "run", opts.run_timeout_s, msg.compile_s
+                phase, deadline, compile_s = "run", opts.run_timeout_s + msg.overhead_s, msg.compile_s
                 continue
             if isinstance(msg, ShapeFailed):
                 raise ShapeInputError(msg.message)
