@@ -94,3 +94,12 @@ class TrialResult:
         d = dict(d)
         d["status"] = TrialStatus(d["status"])
         return cls(**d)
+
+
+def fmt_time(t: float | None) -> str:
+    """A time as the tables and reports show it (ms from 1 ms up, else us; "-" when there is none)."""
+    if t is None:
+        return "-"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3f} ms"
+    return f"{t * 1e6:.2f} us"

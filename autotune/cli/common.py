@@ -53,14 +53,6 @@ def check_strategy(name: str) -> str:
     return name
 
 
-def fmt_time(t: float | None) -> str:
-    if t is None:
-        return "-"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3f} ms"
-    return f"{t * 1e6:.2f} us"
-
-
 def fmt_config(config: dict[str, Any] | None) -> str:
     if not config:
         return "-"

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from autotune.cli.common import DbOption, fmt_time, out
+from autotune.cli.common import DbOption, out
 from autotune.errors import NotFoundError, SettingsError
+from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
     from autotune.records import BestRecord

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from autotune.cli.common import DbOption, ShapesOption, check_strategy, err, fmt_config, fmt_time, out
+from autotune.cli.common import DbOption, ShapesOption, check_strategy, err, fmt_config, out
 from autotune.errors import DatabaseUnreachableError, SettingsError
+from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

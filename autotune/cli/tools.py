@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from autotune.cli.common import DbOption, ShapesOption, fail, fmt_config, fmt_time, out
+from autotune.cli.common import DbOption, ShapesOption, fail, fmt_config, out
 from autotune.errors import SettingsError
+from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
     from autotune.space.space import Space

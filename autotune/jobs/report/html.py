@@ -8,7 +8,8 @@ import html
 import json
 from typing import Any
 
-from autotune.jobs.report.markdown import fmt_time, skipped_requests
+from autotune.jobs.report.markdown import skipped_requests
+from autotune.trial import fmt_time
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def fmt_time(t: float | None) -> str:
-    if t is None:
-        return "-"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3f} ms"
-    return f"{t * 1e6:.2f} us"
+from autotune.trial import fmt_time
 
 
 def _x(v: float | None, digits: int = 2) -> str:
