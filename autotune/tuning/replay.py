@@ -190,7 +190,7 @@ def _history(target: Landscape, others: Sequence[Landscape], url: str) -> list[H
     store = history_store(others, url)
     try:
         return load_history(
-            store, target.kernel, target.space, simulated_env(target.device_name, target.facts)
+            store.history, target.kernel, target.space, simulated_env(target.device_name, target.facts)
         )
     finally:
         store.close()
