@@ -9,7 +9,7 @@ counting new valid configs only, the strategy's batch size and history: as a sea
 
 Transfer: the other landscapes of the same kernel (leave-one-shape-out: no landscape of the target's shape,
 in any space) and any ``preload`` files are written into a temporary store, as a search would find them in a
-shared database; the strategy reads them through ``Store.transfer_history`` (another space's configs
+shared database; the strategy reads them through ``store.history.transfer`` (another space's configs
 weighted lower)."""
 
 from __future__ import annotations
