@@ -45,6 +45,9 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_COMPILE_WORKERS": "processes compiling ahead of the timing workers (default: cores - 1)",
     "AUTOTUNE_LEASE": "seconds a claim stays valid without renewal (default 30)",
     "AUTOTUNE_FLUSH_BYTES": "bytes written to flush the caches before each timed call (default: 2x L2 on a GPU; 2x the last-level cache, at most 128 MiB, on a CPU)",
+    "AUTOTUNE_THROTTLE_THRESHOLD": "a measurement whose lowest SM clock is below this share of the GPU's maximum is re-taken (default 0.75, as nvbench's --throttle-threshold)",
+    "AUTOTUNE_THROTTLE_RECOVERY": "seconds to wait before re-taking a throttled measurement (default 0.05)",
+    "AUTOTUNE_THROTTLE_RETAKES": "times a throttled measurement is re-taken before it is stored flagged throttled (default 3)",
     "AUTOTUNE_USE_NVIDIA_TOOLS": "1 under Nsight/Compute Sanitizer: the bench returns placeholders",
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
@@ -145,6 +148,31 @@ def flush_bytes() -> int | None:
         return int(value)
 
     return _read("AUTOTUNE_FLUSH_BYTES", None, parse, lenient=False)
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """When a GPU measurement counts as throttled and how it is re-taken (``autotune.clocks.measure``)."""
+
+    #: share of the device's maximum SM clock below which a measurement is re-taken (nvbench's 0.75)
+    threshold: float = 0.75
+    #: seconds to let the clock recover before re-taking (nvbench's --throttle-recovery-delay is 0.05 s)
+    recovery_s: float = 0.05
+    #: re-takes before the measurement is kept, flagged throttled
+    retakes: int = 3
+
+
+def throttle() -> Throttle:
+    """``AUTOTUNE_THROTTLE_THRESHOLD`` (0 < x <= 1), ``_RECOVERY`` (seconds) and ``_RETAKES``."""
+    default = Throttle()
+    threshold = env_float("AUTOTUNE_THROTTLE_THRESHOLD", default.threshold)
+    if not 0 < threshold <= 1:
+        raise SettingsError(f"AUTOTUNE_THROTTLE_THRESHOLD must be > 0 and <= 1 (got {threshold})")
+    return Throttle(
+        threshold,
+        env_float("AUTOTUNE_THROTTLE_RECOVERY", default.recovery_s),
+        env_int("AUTOTUNE_THROTTLE_RETAKES", default.retakes, minimum=0),
+    )
 
 
 #: Set (to anything but "" or "0") when running under Nsight Systems / Compute Sanitizer: internal
@@ -270,4 +298,5 @@ def check_environment() -> SearchSettings:
     against the registry)."""
     settings = SearchSettings()
     flush_bytes()
+    throttle()
     return settings

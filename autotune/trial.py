@@ -78,6 +78,17 @@ class TrialResult:
     #: KIND_SEARCH (a config's first evaluation) or KIND_RETIME (a finalist measured again before a best is
     #: declared; only search trials count as the config's evaluation for claims and the Optuna study)
     kind: str = KIND_SEARCH
+    #: the GPU's SM clock while the kept measurement ran: lowest and highest reading, the device's maximum
+    #: (MHz), and the throttle reasons seen (comma-separated NVML names); None without a clock source
+    #: (no GPU, no ``nvidia-ml-py``). ``autotune.clocks``
+    clock_min_mhz: float | None = None
+    clock_max_mhz: float | None = None
+    clock_limit_mhz: float | None = None
+    throttle_reasons: str | None = None
+    #: the lowest clock stayed below AUTOTUNE_THROTTLE_THRESHOLD x the maximum through every re-take
+    throttled: bool | None = None
+    #: measurements re-taken because their clock was low
+    retakes: int | None = None
 
     @property
     def timed(self) -> bool:

@@ -121,6 +121,8 @@ class _Evaluation:
         self.ref: Any = None
         host = socket.gethostname()
         self.stamp = {"worker": f"{host}:{os.getpid()}", "hostname": host}
+        #: the GPU's clock source (None: no GPU or no NVML), opened on the first measurement
+        self._clocks: Any = False
 
     def _sync(self) -> None:
         if self.cuda:
@@ -159,6 +161,19 @@ class _Evaluation:
             return None, replace(failed, compile_s=time.perf_counter() - t0)
         return launcher, replace(result, compile_s=time.perf_counter() - t0)
 
+    def timed(self, take: Any) -> Any:
+        """``take()`` (a bench call) under the GPU's clock watch: (its result, its ``Clocks`` or None); a
+        measurement on a throttled clock is re-taken (``autotune.clocks.measure``)."""
+        from autotune import clocks
+        from autotune.settings import throttle
+
+        if self._clocks is False:
+            self._clocks = clocks.nvml_source() if self.cuda else None
+        t = throttle()
+        return clocks.measure(
+            take, self._clocks, threshold=t.threshold, recovery_s=t.recovery_s, retakes=t.retakes
+        )
+
     def run(self, job: Job, launcher: Any, result: TrialResult) -> TrialResult:
         """Check the output against the reference, then time the named kernels: ``result`` completed."""
         from autotune.bench import bench_kineto_detailed
@@ -170,15 +185,19 @@ class _Evaluation:
             result = replace(result, check=_metrics(out, self.ref))
             if mismatch:
                 return replace(result, status=TrialStatus.WRONG_RESULT, error=mismatch)
-            bench = bench_kineto_detailed(
-                launcher,
-                self.loaded.timed_kernels(job.config),
-                num_tests=job.num_tests,
-                suppress_kineto_output=True,
-                device="cuda" if self.cuda else "cpu",
+            bench, clocks = self.timed(
+                lambda: bench_kineto_detailed(
+                    launcher,
+                    self.loaded.timed_kernels(job.config),
+                    num_tests=job.num_tests,
+                    suppress_kineto_output=True,
+                    device="cuda" if self.cuda else "cpu",
+                )
             )
         except Exception as exc:
             return replace(result, status=TrialStatus.LAUNCH_FAILED, error=_short_error(exc))
+        if clocks is not None:
+            result = replace(result, **clocks.fields())
         stats = bench.kernels.values()
         time_s = bench.per_call_s
         shape = dict(job.shape)
