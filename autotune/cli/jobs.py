@@ -49,6 +49,8 @@ def nightly(
     )
     for e in result.errors:
         say_error(e)
+    if result.idle_reason and not result.errors:
+        say_error(result.idle_reason)
     code = result.exit_code(fail_on_regression)
     if code:
         raise typer.Exit(code)

@@ -222,10 +222,11 @@ def _regressions_section(regressions: list[dict[str, Any]]) -> list[str]:
             f"{r['p_value']:.2g}",
             fmt_time(r["baseline_s"]),
             fmt_time(r["median_s"]),
+            r.get("clocks") or "-",
         ]
         for r in regressions
     ]
-    headers = ["kernel", "shape", "device", "status", "ratio", "p", "baseline", "now"]
+    headers = ["kernel", "shape", "device", "status", "ratio", "p", "baseline", "now", "clocks"]
     return ["<h2>Regressions</h2>", _table(headers, rows, ["regression"] * len(regressions))]
 
 
@@ -240,6 +241,7 @@ def _shapes_section(doc: dict[str, Any], figures: list[tuple[str, Any]]) -> list
         ver = "-"
         if v:
             ver = v["status"] + (f" ({v['ratio']:.3f}x)" if v["ratio"] else "")
+            ver += f", {v['clocks']}" if v.get("clocks") else ""
         parts.append(
             f"<h3>{html.escape(s['kernel'])} {html.escape(s['shape'])} on {html.escape(s['device'])}</h3>"
             f"<p>best {fmt_time(s['best_s'])} ({html.escape(json.dumps(s['best_config']))}); default "
