@@ -194,3 +194,52 @@ def test_clock_fields_are_stored_and_read_back(store):
     assert (
         store.trials.find(key.id, __import__("autotune.trial").trial.config_hash({"x": 2})).throttled is None
     )
+
+
+class FakeNvml:
+    """The pynvml calls NvmlClocks makes, answering for one GPU (old bindings: only the throttle name)."""
+
+    NVML_CLOCK_SM = 1
+
+    def __init__(self) -> None:
+        self.clock = 1755
+        self.handles: dict[str, str] = {"GPU-abc": "h0"}
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, kind):
+        assert (handle, kind) == ("h0", 1)
+        return 1980
+
+    def nvmlDeviceGetClockInfo(self, handle, kind):
+        assert (handle, kind) == ("h0", 1)
+        return self.clock
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
+        return 0x4 | 0x1
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return self.handles[uuid]
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return f"index{index}"
+
+
+def test_nvml_clocks_reads_the_sm_clock_its_maximum_and_the_reasons():
+    nvml = FakeNvml()
+    source = clocks.NvmlClocks(nvml, "h0")
+    assert (source.sm_clock_mhz(), source.max_sm_clock_mhz(), source.throttle_reasons()) == (
+        1755.0,
+        1980.0,
+        5,
+    )
+    value, c = clocks.measure(lambda: "t", source, threshold=0.75, recovery_s=0, retakes=3)
+    assert c == clocks.Clocks(1755.0, 1755.0, 1980.0, ("sw_power_cap",), False, 0)
+
+
+def test_the_nvml_device_is_found_by_torch_s_uuid_not_by_the_visible_index(monkeypatch):
+    """NVML ignores CUDA_VISIBLE_DEVICES: cuda:0 of a worker isolated on GPU 3 is NVML's device 3."""
+    from types import SimpleNamespace
+
+    nvml = FakeNvml()
+    assert clocks._nvml_handle(nvml, SimpleNamespace(uuid="abc"), 0) == "h0"  # torch's uuid lacks "GPU-"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert clocks._nvml_handle(nvml, SimpleNamespace(uuid="zzz"), 0) == "index3"

@@ -148,7 +148,15 @@ class _Evaluation:
             one = flush_seconds("cuda" if self.cuda else "cpu")
         except Exception:  # no room for the buffer, say: the measurement itself reports it as a status
             return 0.0
-        return _FLUSH_MARGIN * one * (2 * num_tests + 2)
+        flushes = _FLUSH_MARGIN * one * (2 * num_tests + 2)
+        if not self.cuda:
+            return flushes
+        from autotune.settings import throttle
+
+        t = (
+            throttle()
+        )  # a throttled measurement waits before each re-take (the re-takes themselves do not count)
+        return flushes + t.retakes * t.recovery_s
 
     def compile(self, job: Job, result: TrialResult) -> tuple[Any, TrialResult]:
         """The launcher (None when compiling failed) and ``result`` with the compile time (and failure)."""
