@@ -167,6 +167,17 @@ def test_recorded_misses_flow_into_the_next_job(one_run_db, sqlite_url, tmp_path
     assert Store(sqlite_url).trials.best("matmul_cpu", shape_key="M=96,N=64,K=64")
 
 
+def test_a_run_with_nothing_to_do_exits_3_saying_why(one_run_db, sqlite_url, tmp_path):
+    """Issue 22 item 5: a run that evaluated and verified nothing said "done" and exited 0."""
+    continue_from(one_run_db, sqlite_url)
+    idle = autotune("nightly", str(write_job(tmp_path, sqlite_url, name="idle", verify=False)))
+    assert idle.returncode == 3, idle.stderr
+    assert (
+        "error: nothing evaluated or verified: every shape is tuned and nothing was verified" in idle.stderr
+    )
+    assert "Traceback" not in idle.stderr
+
+
 def test_injected_regression_fails_the_second_run(one_run_db, sqlite_url, tmp_path):
     continue_from(one_run_db, sqlite_url)
     store = Store(sqlite_url)
