@@ -96,6 +96,13 @@ class TrialResult:
         return cls(**d)
 
 
+def fmt_config(config: Mapping[str, Any] | None) -> str:
+    """A config as the tables and progress lines show it: ``K=v,K=v`` ("-" when there is none)."""
+    if not config:
+        return "-"
+    return ",".join(f"{k}={v}" for k, v in config.items())
+
+
 def fmt_time(t: float | None) -> str:
     """A time as the tables and reports show it (ms from 1 ms up, else us; "-" when there is none)."""
     if t is None:

@@ -125,6 +125,10 @@ def test_cpu_job_end_to_end(url, tmp_path):
     assert "tune    M=64,N=64,K=64: 3 evaluations (not tuned yet: explicit shape)" in plan.stderr
     first = autotune("nightly", str(job), "--json", str(tmp_path / "first.json"))
     assert first.returncode == 0, first.stderr
+    trial_lines = [line for line in first.stderr.splitlines() if line.startswith("[M=64,N=64,K=64] trial ")]
+    assert [line.split()[2] for line in trial_lines] == ["1/3", "2/3", "3/3"], (
+        first.stderr
+    )  # a line per trial
     summary = json.loads((tmp_path / "first.json").read_text())
     assert [s["evaluations"] for s in summary["shapes"]] == [3] and not summary["verifications"]
     second = autotune("nightly", str(job), "--json", str(tmp_path / "second.json"))

@@ -1,11 +1,10 @@
 """``autotune search``: check the inputs, open the database once, start the workers (creating a new
-database meanwhile), search each shape with a progress bar, print and write the per-shape results."""
+database meanwhile), search each shape showing progress (``tuning.progress``), print and write the per-shape results."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import fields
 from pathlib import Path
@@ -19,13 +18,12 @@ from autotune.errors import DatabaseUnreachableError, SettingsError
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, TaskID
-
     from autotune.engine import WorkerInfo
     from autotune.settings import SearchSettings
     from autotune.shapes import Shape
     from autotune.store import Store
-    from autotune.tuning.tuner import ShapeReport, TrialEvent, Tuner
+    from autotune.tuning.progress import SearchProgress
+    from autotune.tuning.tuner import ShapeReport, Tuner
 
 app = typer.Typer()
 
@@ -75,6 +73,15 @@ ConfigsOption = Annotated[
     ),
 ]
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress on stderr (no bar, no per-trial lines)")
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Per-trial lines with whole errors (also above the bar on a terminal)"
+    ),
+]
 
 
 @app.command()
@@ -95,6 +102,8 @@ def search(
     compile_workers: CompileWorkersOption = None,
     configs: ConfigsOption = None,
     json_out: JsonOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Search the fastest correct config of FILE's kernel for each shape; store every trial.
 
@@ -124,7 +133,10 @@ def search(
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
     store, new_db = _open_db(db)
-    reports, kernel = _run(file, store, new_db, settings, shapes)
+    from autotune.tuning.progress import SearchProgress, choose_mode
+
+    progress = SearchProgress(err, choose_mode(err, quiet=quiet, verbose=verbose), verbose=verbose)
+    reports, kernel = _run(file, store, new_db, settings, shapes, progress)
     print_reports(reports, kernel)
     if json_out is not None:
         json_out.write_text(json.dumps([report_dict(r) for r in reports], indent=2, default=str))
@@ -143,23 +155,26 @@ def _open_db(db: str | None) -> tuple[Store, bool]:
 
 
 def _run(
-    file: Path, store: Store, new_db: bool, settings: SearchSettings, shapes: list[Shape] | None
+    file: Path,
+    store: Store,
+    new_db: bool,
+    settings: SearchSettings,
+    shapes: list[Shape] | None,
+    progress: SearchProgress,
 ) -> tuple[list[ShapeReport], str]:
     """Search every shape with one set of workers; (the per-shape reports, the kernel's name)."""
     from autotune.tuning.tuner import Tuner
 
-    progress, on_event, add_bar = _progress(settings.trials)
-    with Tuner(str(file), store, settings, on_event=on_event) as tuner:
+    with Tuner(str(file), store, settings, on_event=progress.on_event) as tuner:
         info, resolved = _start(tuner, store, new_db, shapes)
         devs = ", ".join(i.device for i in tuner.infos)
-        err.print(
+        progress.say(
             f"kernel {info.meta.name} on {info.env['gpu_name']} ({devs}); {len(resolved)} shape(s); "
             f"strategy {settings.strategy}; {tuner.pipeline.compile_workers} compile worker(s); "
-            f"db {store.masked_url}",
-            highlight=False,
+            f"db {store.masked_url}"
         )
         with progress:
-            reports = [_search_shape(tuner, s, progress, add_bar(s)) for s in resolved]
+            reports = [_search_shape(tuner, s, progress) for s in resolved]
     return reports, info.meta.name
 
 
@@ -198,44 +213,15 @@ def _discard_new_sqlite(created: Future[None], store: Store) -> None:
                 pass
 
 
-def _progress(trials: int) -> tuple[Progress, Callable[[TrialEvent], None], Callable[[Shape], TaskID]]:
-    """A progress bar per shape on stderr: (the bars, the tuner's event hook that moves them, the function
-    that adds a shape's bar as its search starts)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from autotune.shapes import format_shape
-
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[best]}"),
-        console=err,
-        transient=False,
-    )
-    tasks: dict[str, TaskID] = {}
-
-    def on_event(ev: TrialEvent) -> None:
-        best = f"best {fmt_time(ev.best.time_s)}" if ev.best else ""
-        progress.update(tasks[format_shape(ev.shape)], completed=ev.evaluations, total=ev.budget, best=best)
-
-    def add_bar(shape: Shape) -> TaskID:
-        key = format_shape(shape)
-        tasks[key] = progress.add_task(key, total=trials, best="")
-        return tasks[key]
-
-    return progress, on_event, add_bar
-
-
-def _search_shape(tuner: Tuner, shape: Shape, progress: Progress, task: TaskID) -> ShapeReport:
+def _search_shape(tuner: Tuner, shape: Shape, progress: SearchProgress) -> ShapeReport:
+    progress.start_shape(shape, tuner.settings.trials)
     try:
         report = tuner.search_shape(shape)
     except DatabaseUnreachableError as e:
         raise DatabaseUnreachableError(
             f"{e}; every finished trial is stored: rerun the same command to resume"
         ) from None
-    progress.update(task, completed=report.evaluations, total=max(report.evaluations, 1))
+    progress.finish_shape(report)
     return report
 
 
