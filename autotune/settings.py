@@ -36,6 +36,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_STRATEGY": "search strategy: auto, tpe, random, exhaustive (grid) (default auto)",
     "AUTOTUNE_RETIME_TOP": "finalists re-timed before a best is declared (default 3; 0 = none)",
     "AUTOTUNE_RETIME_ROUNDS": "interleaved rounds of re-timing the finalists (default 3)",
+    "AUTOTUNE_UNRELIABLE_SPREAD": "a best whose measurements spread more than this fraction of its median is flagged unreliable (default 0.5)",
     "AUTOTUNE_SEED": "strategy seed",
     "AUTOTUNE_DEVICES": "devices to time on: cuda, cuda:0,cuda:1, all or cpu (default: cuda if present)",
     "AUTOTUNE_NUM_TESTS": "timed calls per measurement (default 30)",
@@ -230,6 +231,9 @@ class SearchSettings:
     #: the top configs measured again, interleaved over rounds on one device, before a best is declared
     retime_top: int = _default("AUTOTUNE_RETIME_TOP", env_int, 3, minimum=0)
     retime_rounds: int = _default("AUTOTUNE_RETIME_ROUNDS", env_int, 3, minimum=1)
+    #: a best whose measurements spread more than this ((max - min) / median over its re-timings, else
+    #: (p90 - p10) / median of its launches) is flagged unreliable, never silently crowned
+    unreliable_spread: float = _default("AUTOTUNE_UNRELIABLE_SPREAD", env_float, 0.5, positive=True)
     #: a JSON file listing the configs to evaluate (exactly those, in order, each checked against the
     #: space), instead of proposals from the strategy's model: e.g. an existing ``triton.Config`` list
     configs_file: str | None = None

@@ -104,9 +104,12 @@ def fmt_config(config: Mapping[str, Any] | None) -> str:
 
 
 def fmt_time(t: float | None) -> str:
-    """A time as the tables and reports show it (ms from 1 ms up, else us; "-" when there is none)."""
+    """A time as the tables and reports show it (s from 1 s up, ms from 1 ms up, else us; "-" when there is
+    none)."""
     if t is None:
         return "-"
+    if t >= 1.0:
+        return f"{t:.3f} s"
     if t >= 1e-3:
         return f"{t * 1e3:.3f} ms"
     return f"{t * 1e6:.2f} us"

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from autotune.settings import SearchSettings
     from autotune.shapes import Shape
     from autotune.store import Store
+    from autotune.tuning.finalists import Finalist
     from autotune.tuning.progress import SearchProgress
     from autotune.tuning.tuner import ShapeReport, Tuner
 
@@ -273,15 +274,34 @@ def print_reports(reports: list[ShapeReport], kernel: str) -> None:
         table.add_row(
             r.shape_key,
             fmt_config(r.best.config) if r.best else "[red]none ok[/]",
-            fmt_time(r.best.time_s) if r.best else "-",
+            _fmt_best_time(r),
             f"{r.best.tflops:.3g}" if r.best and r.best.tflops else "-",
-            f"{r.speedup:.2f}x" if r.speedup else "-",
+            (f"{r.speedup:.2f}x" + (" (unreliable)" if r.unreliable else "")) if r.speedup else "-",
             f"{r.evaluations} (+{r.reused} reused" + (f", {r.busy} by others)" if r.busy else ")"),
             ", ".join(f"{k}={v}" for k, v in sorted(fails.items())) or "none",
         )
     out.print(table)
     for r in reports:
         _print_notes(r)
+
+
+def _fmt_best_time(r: ShapeReport) -> str:
+    """The best's time: the median of its measurements, with their spread when it makes the figure
+    unreliable (above ``AUTOTUNE_UNRELIABLE_SPREAD``)."""
+    if r.best is None:
+        return "-"
+    text = fmt_time(r.best.time_s)
+    if r.unreliable:
+        text += f" [yellow]unreliable[/] (spread ±{(r.best_spread or 0) * 100:.0f}%)"
+    return text
+
+
+def _fmt_finalist(f: Finalist) -> str:
+    if f.samples < 2:
+        return f"{fmt_time(f.median_s)} (one sample)"
+    return (
+        f"{fmt_time(f.median_s)} ±{(f.spread or 0) * 100:.1f}% (first {fmt_time(f.first_s)}, n={f.samples})"
+    )
 
 
 def _print_notes(r: ShapeReport) -> None:
@@ -297,9 +317,6 @@ def _print_notes(r: ShapeReport) -> None:
             highlight=False,
         )
     if r.finalists:
-        rows = "; ".join(
-            f"{fmt_time(f.median_s)} ±{(f.spread or 0) * 100:.1f}% (first {fmt_time(f.first_s)}, n={f.samples})"
-            for f in r.finalists
-        )
+        rows = "; ".join(_fmt_finalist(f) for f in r.finalists)
         noise = " - the top two are within noise of each other" if r.within_noise else ""
         out.print(f"{r.shape_key}: re-timed finalists (median, spread): {rows}{noise}")

@@ -58,6 +58,8 @@ def shape_line(report: ShapeReport) -> str:
     r = report
     if r.best is not None:
         best = f"best {fmt_time(r.best.time_s)} {fmt_config(r.best.config)}"
+        if r.unreliable:
+            best += f" (unreliable: spread ±{(r.best_spread or 0) * 100:.0f}%)"
     else:
         best = "no ok config"
     reused = f" (+{r.reused} reused)" if r.reused else ""
