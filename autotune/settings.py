@@ -50,6 +50,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
     "AUTOTUNE_LOOKUP_RETRY": "seconds best_config remembers a failed database before retrying (default 60)",
+    "AUTOTUNE_PRINT": "1: the @autotune drop-in prints the config it chose for each key once (as TRITON_PRINT_AUTOTUNING)",
     "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
 }
 
@@ -181,6 +182,11 @@ def record() -> str | None:
     record into the database the lookup reads) or the URL of the database to record into."""
     raw = env_str("AUTOTUNE_RECORD", None)
     return None if raw is None or raw.lower() in _OFF else raw
+
+
+def print_choices() -> bool:
+    """``AUTOTUNE_PRINT``: the drop-in prints each key's chosen config (an on/off value: never raises)."""
+    return env_bool("AUTOTUNE_PRINT")
 
 
 #: seconds best_config's first lookup of a (database, kernel, device) waits for its rows
