@@ -139,7 +139,9 @@ def test_cpu_job_end_to_end(url, tmp_path):
     assert len(v["samples_s"]) == 5 and v["status"] in ("ok", "regression", "improved")
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert len(report["runs"]) == 2 and report["run"]["run_id"] == summary["run_id"]
-    assert (tmp_path / "report" / "report.html").stat().st_size > 1_000_000  # plotly.js inlined
+    # plotly.js once beside the reports, not inlined in each
+    assert (tmp_path / "report" / "report.html").stat().st_size < 500_000
+    assert len(list((tmp_path / "report").glob("plotly-*.min.js"))) == 1
     store = Store(url)
     assert store.trials.duplicate_measurements() == 0 and len(store.verifications.recorded()) == 1
 
