@@ -4,6 +4,7 @@ line per finished trial, written while the search still runs, and one per shape;
 
 from __future__ import annotations
 
+import io
 import os
 import queue
 import subprocess
@@ -11,10 +12,12 @@ import sys
 import threading
 from pathlib import Path
 
+from rich.console import Console
+
 from autotune.shapes import format_shape
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus
-from autotune.tuning.progress import trial_line
+from autotune.tuning.progress import SearchProgress, choose_mode, trial_line
 from autotune.tuning.shape_search import TrialEvent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,3 +104,27 @@ def test_a_failed_trial_line_says_why_and_verbose_says_all():
     assert "launch failed: xxx" in short and error not in short
     long = trial_line(ev, verbose=True)
     assert error in long and "compile 0.50 s" in long
+
+
+def test_the_mode_follows_the_terminal_and_the_flags():
+    tty = Console(file=io.StringIO(), force_terminal=True)
+    pipe = Console(file=io.StringIO(), force_terminal=False)
+    assert choose_mode(tty) == "bar" and choose_mode(pipe) == "lines"
+    assert choose_mode(tty, quiet=True) == "quiet" == choose_mode(pipe, quiet=True, verbose=True)
+    assert choose_mode(tty, bar=False) == "lines"  # a nightly job's log
+
+
+def test_the_bar_ends_on_the_table_s_best_not_the_fastest_single_sample():
+    from autotune.tuning.shape_search import ShapeReport
+
+    console = Console(file=io.StringIO(), force_terminal=True)
+    shape = {"N": 32}
+    fast_once = TrialResult(TrialStatus.OK, {"REPS": 1}, time_s=3.343e-3)
+    with SearchProgress(console, "bar") as progress:
+        progress.start_shape(shape, 2)
+        progress.on_event(TrialEvent(shape, fast_once, False, 1, 2, fast_once))
+        (task,) = progress._bar.tasks
+        assert task.fields["best"] == "best so far 3.343 ms"
+        median = TrialResult(TrialStatus.OK, {"REPS": 1}, time_s=4.062e-3)
+        progress.finish_shape(ShapeReport(shape, "N=32", "s", median, None, 2, 0, 0))
+        assert task.fields["best"] == "best 4.062 ms" and task.completed == 2
