@@ -36,6 +36,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_STRATEGY": "search strategy: auto, tpe, random, exhaustive (grid) (default auto)",
     "AUTOTUNE_RETIME_TOP": "finalists re-timed before a best is declared (default 3; 0 = none)",
     "AUTOTUNE_RETIME_ROUNDS": "interleaved rounds of re-timing the finalists (default 3)",
+    "AUTOTUNE_UNRELIABLE_SPREAD": "a best whose measurements spread more than this fraction of its median is flagged unreliable (default 0.5)",
     "AUTOTUNE_SEED": "strategy seed",
     "AUTOTUNE_DEVICES": "devices to time on: cuda, cuda:0,cuda:1, all or cpu (default: cuda if present)",
     "AUTOTUNE_NUM_TESTS": "timed calls per measurement (default 30)",
@@ -52,6 +53,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
     "AUTOTUNE_LOOKUP_RETRY": "seconds best_config remembers a failed database before retrying (default 60)",
+    "AUTOTUNE_PRINT": "1: the @autotune drop-in prints the config it chose for each key once (as TRITON_PRINT_AUTOTUNING)",
     "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
 }
 
@@ -210,6 +212,11 @@ def record() -> str | None:
     return None if raw is None or raw.lower() in _OFF else raw
 
 
+def print_choices() -> bool:
+    """``AUTOTUNE_PRINT``: the drop-in prints each key's chosen config (an on/off value: never raises)."""
+    return env_bool("AUTOTUNE_PRINT")
+
+
 #: seconds best_config's first lookup of a (database, kernel, device) waits for its rows
 LOOKUP_TIMEOUT_S = 1.0
 #: seconds best_config remembers a failed database before one lookup tries again
@@ -258,6 +265,9 @@ class SearchSettings:
     #: the top configs measured again, interleaved over rounds on one device, before a best is declared
     retime_top: int = _default("AUTOTUNE_RETIME_TOP", env_int, 3, minimum=0)
     retime_rounds: int = _default("AUTOTUNE_RETIME_ROUNDS", env_int, 3, minimum=1)
+    #: a best whose measurements spread more than this ((max - min) / median over its re-timings, else
+    #: (p90 - p10) / median of its launches) is flagged unreliable, never silently crowned
+    unreliable_spread: float = _default("AUTOTUNE_UNRELIABLE_SPREAD", env_float, 0.5, positive=True)
     #: a JSON file listing the configs to evaluate (exactly those, in order, each checked against the
     #: space), instead of proposals from the strategy's model: e.g. an existing ``triton.Config`` list
     configs_file: str | None = None

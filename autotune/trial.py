@@ -107,10 +107,20 @@ class TrialResult:
         return cls(**d)
 
 
+def fmt_config(config: Mapping[str, Any] | None) -> str:
+    """A config as the tables and progress lines show it: ``K=v,K=v`` ("-" when there is none)."""
+    if not config:
+        return "-"
+    return ",".join(f"{k}={v}" for k, v in config.items())
+
+
 def fmt_time(t: float | None) -> str:
-    """A time as the tables and reports show it (ms from 1 ms up, else us; "-" when there is none)."""
+    """A time as the tables and reports show it (s from 1 s up, ms from 1 ms up, else us; "-" when there is
+    none)."""
     if t is None:
         return "-"
+    if t >= 1.0:
+        return f"{t:.3f} s"
     if t >= 1e-3:
         return f"{t * 1e3:.3f} ms"
     return f"{t * 1e6:.2f} us"

@@ -172,8 +172,10 @@ def run_job(
     say: Say = lambda line: None,
     backend_factory: Callable[[str], Any] | None = None,
     worker_env: dict[str, str] | None = None,
+    on_event: Callable[[Any], None] | None = None,
 ) -> RunResult:
-    """Run (or, with ``dry_run``, only plan) ``job``. Errors of one kernel (a bad kernel file) are recorded
+    """Run (or, with ``dry_run``, only plan) ``job``; ``on_event``: the search loop's hook, called per
+    finished trial (``tuning.progress`` prints it). Errors of one kernel (a bad kernel file) are recorded
     and the next kernel runs; a database that goes away ends the run (rerun to resume)."""
     started = time.monotonic()
     started_at = datetime.now(timezone.utc)
@@ -189,7 +191,7 @@ def run_job(
             settings = _kernel_settings(job, kjob, dry_run=dry_run, worker_env=worker_env)
             backend = backend_factory(str(kjob.file)) if backend_factory else None
             try:
-                _run_kernel(job, kjob, settings, backend, (plan_store, store), result, end, say)
+                _run_kernel(job, kjob, settings, backend, (plan_store, store), result, end, say, on_event)
             except DatabaseUnreachableError:
                 raise
             except AutotuneError as e:
@@ -230,13 +232,14 @@ def _run_kernel(
     result: RunResult,
     end: float,
     say: Say,
+    on_event: Callable[[Any], None] | None = None,
 ) -> None:
     """One kernel of the job: start its workers, plan, then (unless a dry run) verify and search."""
     from autotune.jobs.nightly.verify import Skipped, verify_one
     from autotune.tuning.tuner import Tuner
 
     plan_store, store = stores
-    with Tuner(str(kjob.file), store, settings, backend=backend) as tuner:
+    with Tuner(str(kjob.file), store, settings, backend=backend, on_event=on_event) as tuner:
         info = tuner.start()
         assert tuner.space is not None
         plan = plan_kernel(
@@ -259,7 +262,7 @@ def _run_kernel(
         _verify(tuner, store, plan, job, result, info, verify_end, say, (verify_one, Skipped))
         rest = _search(tuner, plan, plan.shapes, result, end, say)
     while rest:  # a shape's inputs could not be built, which ends its workers: the rest on fresh ones
-        with Tuner(str(kjob.file), store, settings, backend=backend) as tuner:
+        with Tuner(str(kjob.file), store, settings, backend=backend, on_event=on_event) as tuner:
             tuner.start()
             rest = _search(tuner, plan, rest, result, end, say)
     result.plans[-1] = plan.to_json()  # with the requests skipped while searching

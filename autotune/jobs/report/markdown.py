@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autotune.trial import fmt_time
+from autotune.trial import fmt_config, fmt_time
 
 
 def _x(v: float | None, digits: int = 2) -> str:
@@ -117,8 +117,8 @@ def _best_section(shapes: list[dict[str, Any]]) -> list[str]:
         "",
         "## Best configs",
         "",
-        "| kernel | shape | device | best | default | speedup vs default | last verification | environment |",
-        "|---|---|---|---|---|---|---|---|",
+        "| kernel | shape | device | best | config | default | speedup vs default | last verification | environment |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in shapes:
         v = s["last_verification"]
@@ -127,7 +127,7 @@ def _best_section(shapes: list[dict[str, Any]]) -> list[str]:
             ver += f", {_cell(v['clocks'])}"
         lines.append(
             f"| {_cell(s['kernel'])} | {_cell(s['shape'])} | {_cell(s['device'])} | {fmt_time(s['best_s'])} | "
-            f"{fmt_time(s['default_s'])} | {_x(s['speedup_default'])} | {ver} | {_cell(s['environment'])} |"
+            f"{_cell(fmt_config(s['best_config']))} | {fmt_time(s['default_s'])} | {_x(s['speedup_default'])} | {ver} | {_cell(s['environment'])} |"
         )
     return lines
 
