@@ -75,13 +75,13 @@ def test_names_aliases_and_unknown_names():
         canonical_name("nope")
 
 
-def test_exhaustive_when_small_and_batch_size_come_from_the_info(registry, sqlite_url):
+def test_exhaustive_when_small_comes_from_the_info_and_batches_fill_the_pipeline(registry, sqlite_url):
     """Two new strategies, alike but for their info: the one declaring ``exhaustive_when_small`` gives a
-    space that fits the budget to the exhaustive strategy; the other searches it itself, in batches of
-    its ``max_in_flight``."""
+    space that fits the budget to the exhaustive strategy; the other searches it itself, asked for as many
+    proposals as the pipeline holds (its depth, 8 here), whatever the budget."""
     valid = len(list(Space.from_dict(SPACE).enumerate(FACTS)))
     registry.register("modelled", StrategyInfo("modelled", Recording, exhaustive_when_small=True))
-    registry.register("batched", StrategyInfo("batched", Recording, max_in_flight=lambda budget: 2))
+    registry.register("batched", StrategyInfo("batched", Recording))
 
     report, _ = simulated_search(sqlite_url, "modelled", valid)
     assert report.strategy == "exhaustive" and report.exhaustive
@@ -89,7 +89,7 @@ def test_exhaustive_when_small_and_batch_size_come_from_the_info(registry, sqlit
     Recording.asked = []
     report, configs = simulated_search(sqlite_url.replace(".db", "2.db"), "batched", valid)
     assert report.strategy == "batched" and not report.exhaustive
-    assert report.evaluations == valid and max(Recording.asked) <= 2
+    assert report.evaluations == valid and Recording.asked[0] == min(8, valid) - 1  # the default runs first
     # its own order: the default first, then the valid configs from the last
     assert configs[1:3] == list(reversed(list(Space.from_dict(SPACE).enumerate(FACTS))))[:2]
 

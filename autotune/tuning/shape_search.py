@@ -387,11 +387,14 @@ class ShapeSearch:
         return max(0, self.s.trials - self.report.evaluations)
 
     def _depth(self) -> int:
-        """Candidates in flight: as many as keep every stage of the pipeline busy, or fewer when the
-        strategy's info asks for small batches."""
-        return self.strategy_info.in_flight(self.s.trials, self.pipeline.depth)
+        """Candidates in flight, for every strategy and budget: as many as keep every stage of the
+        pipeline busy. A model-based strategy's smaller batches (max(4, trials/5) once) left 14 of 15
+        compile workers idle and ran at a third of the exhaustive strategy's evaluations per second; a
+        model keeps a large batch diverse instead (bench/RESULTS.md)."""
+        return self.pipeline.depth
 
     def _low_water(self) -> int:
+        """Refill below this: every compile worker and two per device (``Pipeline.low_water``)."""
         return min(self._depth(), self.pipeline.low_water)
 
     def _unseen(self) -> dict[str, Any] | None:
