@@ -45,15 +45,15 @@ def enabled() -> bool:
 
 
 def process_started() -> float:
-    """Wall-clock time this process started (Linux: from /proc, so the interpreter's start-up and imports
-    before any autotune code count), else now."""
+    """Wall-clock time this process started (Linux: its start in clock ticks since boot, from /proc, against
+    the boot-time clock, so the interpreter's start-up and imports before any autotune code count), else
+    now."""
     try:
         with open("/proc/self/stat") as f:
             ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat") as f:
-            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration, AttributeError):
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return time.time() - max(0.0, age)
+    except (OSError, ValueError, IndexError, AttributeError):
         return time.time()
 
 
@@ -113,6 +113,16 @@ def phase(what: str) -> Iterator[None]:
         yield
     finally:
         span(what, t0, time.time())
+
+
+@contextlib.contextmanager
+def traced() -> Iterator[None]:
+    """A command's whole run, with its timeline printed at the end when ``AUTOTUNE_TRACE_STARTUP`` is on."""
+    start()
+    try:
+        yield
+    finally:
+        report()
 
 
 def read(path: str) -> list[dict[str, Any]]:

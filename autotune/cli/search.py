@@ -100,34 +100,38 @@ def search(
 
     Several processes (one per host, or per GPU) may run the same command against one database: claims
     in the database keep them from measuring a config twice."""
-    from autotune.settings import SearchSettings
-    from autotune.tuning.tuner import parse_shapes
+    from autotune import timeline
 
-    settings = SearchSettings.from_options(
-        trials=trials,
-        timeout_s=timeout,
-        strategy=strategy,
-        seed=seed,
-        retime_top=retime_top,
-        retime_rounds=retime_rounds,
-        devices=devices,
-        num_tests=num_tests,
-        compile_timeout_s=compile_timeout,
-        run_timeout_s=run_timeout,
-        compile_workers=compile_workers,
-        configs_file=str(configs) if configs else None,
-    )
-    check_strategy(settings.strategy)
-    shapes = parse_shapes(shape)
-    if configs is not None and not configs.is_file():
-        raise SettingsError(f"--configs {configs}: no such file")
-    if not file.is_file():
-        raise SettingsError(f"{file}: no such kernel file")
-    store, new_db = _open_db(db)
-    reports, kernel = _run(file, store, new_db, settings, shapes)
-    print_reports(reports, kernel)
-    if json_out is not None:
-        json_out.write_text(json.dumps([report_dict(r) for r in reports], indent=2, default=str))
+    with timeline.traced():
+        from autotune.settings import SearchSettings
+        from autotune.tuning.tuner import parse_shapes
+
+        settings = SearchSettings.from_options(
+            trials=trials,
+            timeout_s=timeout,
+            strategy=strategy,
+            seed=seed,
+            retime_top=retime_top,
+            retime_rounds=retime_rounds,
+            devices=devices,
+            num_tests=num_tests,
+            compile_timeout_s=compile_timeout,
+            run_timeout_s=run_timeout,
+            compile_workers=compile_workers,
+            configs_file=str(configs) if configs else None,
+        )
+        check_strategy(settings.strategy)
+        shapes = parse_shapes(shape)
+        if configs is not None and not configs.is_file():
+            raise SettingsError(f"--configs {configs}: no such file")
+        if not file.is_file():
+            raise SettingsError(f"{file}: no such kernel file")
+        with timeline.phase("check the database (read-only)"):
+            store, new_db = _open_db(db)
+        reports, kernel = _run(file, store, new_db, settings, shapes)
+        print_reports(reports, kernel)
+        if json_out is not None:
+            json_out.write_text(json.dumps([report_dict(r) for r in reports], indent=2, default=str))
 
 
 def _open_db(db: str | None) -> tuple[Store, bool]:
@@ -149,7 +153,7 @@ def _run(
     from autotune.tuning.tuner import Tuner
 
     progress, on_event, add_bar = _progress(settings.trials)
-    with Tuner(str(file), store, settings, on_event=on_event) as tuner:
+    with Tuner(str(file), store, settings, on_event=on_event, wait_for_study=False) as tuner:
         info, resolved = _start(tuner, store, new_db, shapes)
         devs = ", ".join(i.device for i in tuner.infos)
         err.print(

@@ -58,6 +58,12 @@ _STICKY_CUDA = (
 _FLUSH_MARGIN = 4.0
 
 
+#: seconds a stopped child gets to exit by itself before it is killed: it holds nothing that needs a clean
+#: exit (Triton writes its cache files atomically), and tearing down torch and a CUDA context took seconds
+#: at the end of every search
+_STOP_GRACE_S = 0.1
+
+
 class ShapeInputError(AutotuneError):
     """The kernel file could not build inputs or a reference for a shape (a bug in the file, not a config)."""
 
@@ -604,7 +610,7 @@ class Worker:
         if self._conn is not None and self.alive:
             try:
                 self._conn.send(Stop())
-                self._proc.join(timeout=5)
+                self._proc.join(timeout=_STOP_GRACE_S)
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
