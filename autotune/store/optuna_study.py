@@ -131,15 +131,22 @@ def _bulk_add_retrying(storage: Any, study_id: int, batch: list[Any], errors: li
     return False
 
 
+def _import_ahead() -> Any:
+    """Optuna, SQLAlchemy and the store (seconds, paid before the search needs the writer): ``frozen_trial``."""
+    import optuna  # noqa: F401
+
+    from autotune.search.optuna_strategy import frozen_trial
+    from autotune.store import Store  # noqa: F401
+
+    return frozen_trial
+
+
 def _writer_main(q: Any, done: Any, lock: Any, ready: Any, url: str) -> None:
     """Import Optuna and SQLAlchemy (``ready`` then), take the study to write from the queue ((name, space);
     None: nothing to write), open it and write what comes."""
-    import optuna  # noqa: F401  (seconds: paid before the search needs the writer)
-
-    from autotune.search.optuna_strategy import frozen_trial
     from autotune.space import Space
-    from autotune.store import Store  # noqa: F401
 
+    frozen_trial = _import_ahead()
     ready.set()
     bind = q.get()
     if bind is None:
