@@ -54,6 +54,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
     "AUTOTUNE_LOOKUP_RETRY": "seconds best_config remembers a failed database before retrying (default 60)",
     "AUTOTUNE_PRINT": "1: the @autotune drop-in prints the config it chose for each key once (as TRITON_PRINT_AUTOTUNING)",
+    "AUTOTUNE_TRACE_STARTUP": "1: a search prints a timeline of its start-up and end (what ran in which process, when) on stderr",
     "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
 }
 
@@ -184,6 +185,18 @@ NVIDIA_TOOLS_ENV = ("AUTOTUNE_USE_NVIDIA_TOOLS", "DG_USE_NVIDIA_TOOLS")
 
 def nvidia_tools_active() -> bool:
     return any(os.environ.get(v, "") not in ("", "0") for v in NVIDIA_TOOLS_ENV)
+
+
+def trace_startup() -> str | None:
+    """``AUTOTUNE_TRACE_STARTUP``: None when off; else "1" in the command the user started, or (inherited by
+    its worker processes) the file the command's timeline collects every process's spans in."""
+    raw = _raw("AUTOTUNE_TRACE_STARTUP")
+    return None if raw is None or raw.lower() in _OFF else raw
+
+
+def share_trace_startup(path: str) -> None:
+    """Hand the timeline's file to every process started from now on (they inherit the environment)."""
+    os.environ["AUTOTUNE_TRACE_STARTUP"] = path
 
 
 def database() -> str | None:

@@ -289,6 +289,84 @@ def test_optuna_dashboard_lists_each_shape_study_with_real_times(sqlite_url):
         assert {a["key"] for a in detail["user_attrs"]} >= {"kernel", "shape", "device"}
 
 
+def _search_without_waiting_on_the_study(url: str, trials: int, result) -> None:
+    """A search as ``autotune search`` ends one: it does not wait on its Optuna study copy (a process of its
+    own, so the next search sees it dead and adopts what it left unwritten)."""
+    tuner = sim_tuner(url, 1, strategy="random", trials=trials, seed=1, compile_workers=0, retime_top=0)
+    tuner.wait_for_study = False
+    with tuner:
+        tuner.start()
+        report = tuner.search_shape({"N": 8})
+    tuner.store.close()
+    result.put(report.evaluations)
+
+
+def _study_trial_ids(url: str, study_name: str) -> list[int]:
+    import optuna
+
+    try:
+        study = optuna.load_study(study_name=study_name, storage=url)
+    except KeyError:  # never created: the writer was stopped before it opened the study
+        return []
+    return [t.user_attrs["autotune_trial_id"] for t in study.get_trials(deepcopy=False)]
+
+
+def test_shutdown_with_a_pending_study_copy_loses_nothing_and_the_next_run_adds_it(db_url):
+    """A search that ends before its study writer has even started (it imports Optuna: seconds) does not
+    wait for it; every trial is in the trials table, and the next search of the shape copies the missing
+    ones into the study, each once."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    result = ctx.Queue()
+    first = ctx.Process(target=_search_without_waiting_on_the_study, args=(db_url, 3, result))
+    first.start()
+    assert result.get(timeout=300) == 3
+    first.join(timeout=60)
+    assert first.exitcode == 0
+
+    store = Store(db_url)
+    stored = _stored_search_ids(store)
+    assert len(stored) == 3
+    study_name = _study_name(store)
+    assert len(_study_trial_ids(db_url, study_name)) < 3  # the copy was pending when the search ended
+    store.close()
+
+    tuner = sim_tuner(db_url, 1, strategy="random", trials=2, seed=2, compile_workers=0, retime_top=0)
+    with tuner:  # a library search waits for its copy (wait_for_study)
+        tuner.start()
+        tuner.search_shape({"N": 8})
+    stored = _stored_search_ids(tuner.store)
+    tuner.store.close()
+    copied = _study_trial_ids(db_url, study_name)
+    assert len(stored) == 5 and sorted(copied) == sorted(stored), (stored, copied)
+
+
+def _stored_search_ids(store: Store) -> list[int]:
+    from autotune.trial import KIND_SEARCH
+
+    (key_id,) = _key_ids(store)
+    return [i for i, r in store.trials.since(key_id, 0) if r.kind == KIND_SEARCH]
+
+
+def _key_ids(store: Store) -> list[int]:
+    from sqlalchemy import select
+
+    from autotune.store.models import TuningKeyRow
+
+    with store.db.session() as s:
+        return list(s.scalars(select(TuningKeyRow.id)))
+
+
+def _study_name(store: Store) -> str:
+    from sqlalchemy import select
+
+    from autotune.store.models import TuningKeyRow
+
+    with store.db.session() as s:
+        return s.scalars(select(TuningKeyRow.study_name)).one()
+
+
 def test_devices_of_different_models_are_refused(sqlite_url):
     """Identical GPUs share a key; a second model would need its own: one search per model."""
     from dataclasses import replace

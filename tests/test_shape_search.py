@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from autotune.engine import SerialPipeline, SimulatedBackend, SimulatedKernel
+from autotune.engine import Pipeline, SerialPipeline, SimulatedBackend, SimulatedKernel
 from autotune.engine.simulated import simulated_env
 from autotune.search import strategy_info
 from autotune.search.base import load_history
@@ -107,3 +107,58 @@ def test_a_best_spread_past_the_threshold_is_flagged_unreliable(sqlite_url, tmp_
         f"sqlite:///{tmp_path / 'tolerant.db'}", 0.8, retime_top=3, retime_rounds=3, unreliable_spread=100.0
     )
     assert not tolerant.unreliable
+
+
+class _WatchedPipeline(Pipeline):
+    """The threaded pipeline, noting at every wait of the search loop how many candidates it held and how
+    many had been submitted so far."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.submitted = 0
+        self.waits: list[tuple[int, int]] = []  # (in flight, submitted so far)
+
+    def submit(self, candidate):
+        self.submitted += 1
+        super().submit(candidate)
+
+    def next_result(self, timeout=None):
+        if timeout != 0:  # a wait, not the drain of what finished meanwhile
+            self.waits.append((self.in_flight, self.submitted))
+        return super().next_result(timeout)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "tpe", "random"])
+def test_in_flight_fills_the_pipeline_for_every_strategy_whatever_the_budget(sqlite_url, strategy):
+    """Slow compiles (the simulated compile pool sleeps), a budget small beside the space: every time the
+    loop waits for a result while the budget allows more submissions, the pipeline holds at least its
+    compile workers + 2 x devices candidates, so no compile worker is idle for want of a proposal (the
+    ``auto`` strategy used to keep max(4, trials/5) in flight)."""
+    from tests.test_engine import SPACE, sim_info, synthetic
+
+    space = Space.from_dict(SPACE)
+    backend = SimulatedBackend(sim_info(space, {"A": 1, "B": 1, "C": "x"}), synthetic, compile_s=0.02)
+    workers, trials = 5, 20
+    settings = SearchSettings(
+        devices="sim:0", strategy=strategy, trials=trials, seed=0, compile_workers=workers, retime_top=0
+    )
+    store = Store(sqlite_url)
+    store.schema.upgrade()
+    made: list[_WatchedPipeline] = []
+
+    def pipeline(b, w):
+        made.append(_WatchedPipeline(b, [], w))
+        return made[-1]
+
+    with Tuner("sim", store, settings, backend=backend, pipeline=pipeline) as tuner:
+        tuner.start()
+        report = tuner.search_shape({"N": 8})
+    store.close()
+    assert report.strategy == strategy and report.evaluations == trials
+    capacity = workers + 2
+    waits = made[0].waits
+    while_budget = [n for n, submitted in waits if submitted < trials]
+    assert while_budget and min(while_budget) >= capacity, waits
+    # every compile worker compiled
+    compilers = [ev for ev in backend.made if ev.device == "sim-compile"]
+    assert len(compilers) == workers and all(ev.calls for ev in compilers)

@@ -323,8 +323,11 @@ def test_kernel_file_bug_stops_cleanly_and_leaves_no_running_trial(sqlite_url):
     import optuna
 
     store = Store(sqlite_url)
-    study = optuna.load_study(study_name=only_key(store).study_name, storage=sqlite_url)
-    states = [t.state for t in study.trials]
+    try:
+        study = optuna.load_study(study_name=only_key(store).study_name, storage=sqlite_url)
+        states = [t.state for t in study.trials]
+    except KeyError:  # the search stopped before its study writer had started: the next search copies
+        states = []
     # the database study only ever receives finished trials; the claim in flight was handed back
     assert optuna.trial.TrialState.RUNNING not in states
     assert store.claims.running(only_key(store).key_id) == {}

@@ -154,3 +154,36 @@ def test_the_flush_does_not_count_against_the_run_timeout(tmp_path):
     with Worker(str(path), "cpu", opts) as w:
         res = w.evaluate({"OPS": 100}, {"N": 4})
     assert res.status is TrialStatus.OK, res.error
+
+
+def test_a_timing_worker_measures_only_after_its_warm_up(tmp_path, monkeypatch):
+    """A timing worker's child warms up (``bench.warm_up``) after ``Ready`` and says ``Warm``; its first
+    measurement starts after the warm-up ended. A compile-only worker never warms up. Read from the start-up
+    timeline the child processes write (``AUTOTUNE_TRACE_STARTUP`` naming a file, as a search hands it on)."""
+    from autotune import timeline
+
+    trace = tmp_path / "timeline.jsonl"
+    trace.write_text("")
+    monkeypatch.setenv("AUTOTUNE_TRACE_STARTUP", str(trace))
+    timer = Worker(FAULTY, "cpu", EvalOptions(num_tests=3))
+    compiler = Worker(FAULTY, "cpu", EvalOptions(num_tests=3), timing=False)
+    try:
+        timer.start()
+        compiler.start()
+        pids = {"timer": timer.pid, "compiler": compiler.pid}
+        assert compiler.compile({"MODE": "ok"}, SHAPE).status is TrialStatus.OK
+        assert compiler.wait_warm() is None and compiler.warm is None
+        res = timer.evaluate({"MODE": "ok"}, SHAPE)
+        warm = timer.warm
+    finally:
+        timer.close()
+        compiler.close()
+    assert res.status is TrialStatus.OK, res.error
+    assert warm is not None and warm.error is None and warm.seconds > 0
+    rows = timeline.read(str(trace))
+    warm_ups = [r for r in rows if r["w"].startswith("warm-up")]
+    assert [(r["p"], r["pid"]) for r in warm_ups] == [("timer", pids["timer"])]
+    timed = [r for r in rows if "check + time" in r["w"]]
+    assert [r["pid"] for r in timed] == [pids["timer"]] and timed[0]["t0"] >= warm_ups[0]["t1"]
+    # the compile worker's job shows in its own lane
+    assert any(r["pid"] == pids["compiler"] and "compile (compile job)" in r["w"] for r in rows)

@@ -110,37 +110,41 @@ def search(
 
     Several processes (one per host, or per GPU) may run the same command against one database: claims
     in the database keep them from measuring a config twice."""
-    from autotune.settings import SearchSettings
-    from autotune.tuning.tuner import parse_shapes
+    from autotune import timeline
 
-    settings = SearchSettings.from_options(
-        trials=trials,
-        timeout_s=timeout,
-        strategy=strategy,
-        seed=seed,
-        retime_top=retime_top,
-        retime_rounds=retime_rounds,
-        devices=devices,
-        num_tests=num_tests,
-        compile_timeout_s=compile_timeout,
-        run_timeout_s=run_timeout,
-        compile_workers=compile_workers,
-        configs_file=str(configs) if configs else None,
-    )
-    check_strategy(settings.strategy)
-    shapes = parse_shapes(shape)
-    if configs is not None and not configs.is_file():
-        raise SettingsError(f"--configs {configs}: no such file")
-    if not file.is_file():
-        raise SettingsError(f"{file}: no such kernel file")
-    store, new_db = _open_db(db)
-    from autotune.tuning.progress import SearchProgress, choose_mode
+    with timeline.traced():
+        from autotune.settings import SearchSettings
+        from autotune.tuning.tuner import parse_shapes
 
-    progress = SearchProgress(err, choose_mode(err, quiet=quiet, verbose=verbose), verbose=verbose)
-    reports, kernel = _run(file, store, new_db, settings, shapes, progress)
-    print_reports(reports, kernel)
-    if json_out is not None:
-        json_out.write_text(json.dumps([report_dict(r) for r in reports], indent=2, default=str))
+        settings = SearchSettings.from_options(
+            trials=trials,
+            timeout_s=timeout,
+            strategy=strategy,
+            seed=seed,
+            retime_top=retime_top,
+            retime_rounds=retime_rounds,
+            devices=devices,
+            num_tests=num_tests,
+            compile_timeout_s=compile_timeout,
+            run_timeout_s=run_timeout,
+            compile_workers=compile_workers,
+            configs_file=str(configs) if configs else None,
+        )
+        check_strategy(settings.strategy)
+        shapes = parse_shapes(shape)
+        if configs is not None and not configs.is_file():
+            raise SettingsError(f"--configs {configs}: no such file")
+        if not file.is_file():
+            raise SettingsError(f"{file}: no such kernel file")
+        with timeline.phase("check the database (read-only)"):
+            store, new_db = _open_db(db)
+        from autotune.tuning.progress import SearchProgress, choose_mode
+
+        progress = SearchProgress(err, choose_mode(err, quiet=quiet, verbose=verbose), verbose=verbose)
+        reports, kernel = _run(file, store, new_db, settings, shapes, progress)
+        print_reports(reports, kernel)
+        if json_out is not None:
+            json_out.write_text(json.dumps([report_dict(r) for r in reports], indent=2, default=str))
 
 
 def _open_db(db: str | None) -> tuple[Store, bool]:
@@ -166,7 +170,7 @@ def _run(
     """Search every shape with one set of workers; (the per-shape reports, the kernel's name)."""
     from autotune.tuning.tuner import Tuner
 
-    with Tuner(str(file), store, settings, on_event=progress.on_event) as tuner:
+    with Tuner(str(file), store, settings, on_event=progress.on_event, wait_for_study=False) as tuner:
         info, resolved = _start(tuner, store, new_db, shapes)
         devs = ", ".join(i.device for i in tuner.infos)
         progress.say(

@@ -52,4 +52,4 @@ class ProcessBackend:
     def compiler(self) -> Evaluator:
         # Compile-only workers run on the default device: a kernel file compiles for the inputs it builds
         # there (Triton needs the target GPU's arch); they never time anything.
-        return Worker(self.kernel_path, "", self.options)
+        return Worker(self.kernel_path, "", self.options, timing=False)

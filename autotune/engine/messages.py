@@ -92,6 +92,16 @@ class Ready:
 
 
 @dataclass(frozen=True)
+class Warm:
+    """A timing worker's warm-up is done (``bench.warm_up``: the profiler's first session and the flush
+    buffer, paid while the compile pool compiles the first configs): it measures from now on. ``error``:
+    the warm-up failed (the first measurement reports it as that candidate's status)."""
+
+    seconds: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class StartFailed:
     error_type: str
     message: str

@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autotune import errors
+from autotune import errors, timeline
 from autotune.engine.messages import (
     Compiled,
     Done,
@@ -33,6 +33,7 @@ from autotune.engine.messages import (
     ShapeFailed,
     StartFailed,
     Stop,
+    Warm,
     WorkerInfo,
 )
 from autotune.errors import AutotuneError, KernelFileError
@@ -55,6 +56,12 @@ _STICKY_CUDA = (
 #: how many times slower than its first timing a flush may run before the run timeout counts it against the
 #: candidate (memory bandwidth is shared with every other process on the machine)
 _FLUSH_MARGIN = 4.0
+
+
+#: seconds a stopped child gets to exit by itself before it is killed: it holds nothing that needs a clean
+#: exit (Triton writes its cache files atomically), and tearing down torch and a CUDA context took seconds
+#: at the end of every search
+_STOP_GRACE_S = 0.1
 
 
 class ShapeInputError(AutotuneError):
@@ -247,7 +254,47 @@ def _features(kernel: Any, job: FeaturesJob) -> FeatureRows:
     return FeatureRows(rows)
 
 
-def _serve(conn: Any, ev: _Evaluation) -> None:
+class _Sender:
+    """The child's end of the pipe, shared by the serving loop and the warm-up thread: one send at a time."""
+
+    def __init__(self, conn: Any):
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def __call__(self, msg: Any) -> None:
+        with self._lock:
+            self._conn.send(msg)
+
+
+def _start_warm_up(send: _Sender, device: str) -> threading.Thread:
+    """``bench.warm_up`` on a thread, then ``Warm``: the kernel's features can be asked meanwhile, and the
+    serving loop waits for it before the first job (so a measurement never overlaps it)."""
+
+    def run() -> None:
+        t0 = time.time()
+        try:
+            from autotune.bench import warm_up
+
+            msg = Warm(warm_up("cuda" if device.startswith("cuda") else "cpu"))
+        except Exception as exc:  # the first measurement meets the same problem and reports it as its status
+            msg = Warm(time.time() - t0, _short_error(exc, 500))
+        timeline.span("warm-up: flush buffer, the profiler's first session (bench.warm_up)", t0, time.time())
+        try:
+            send(msg)
+        except OSError:  # the parent went away
+            pass
+
+    thread = threading.Thread(target=run, daemon=True, name="autotune-warm-up")
+    thread.start()
+    return thread
+
+
+#: jobs per worker process shown in the start-up timeline (the first ones are the start-up's)
+_TRACED_JOBS = 3
+
+
+def _serve(conn: Any, send: _Sender, ev: _Evaluation, warming: threading.Thread | None = None) -> None:
+    jobs = 0
     while True:
         try:
             msg = conn.recv()
@@ -256,36 +303,56 @@ def _serve(conn: Any, ev: _Evaluation) -> None:
         if isinstance(msg, Stop):
             return
         if isinstance(msg, FeaturesJob):
-            conn.send(_features(ev.loaded.kernel, msg))
+            send(_features(ev.loaded.kernel, msg))
             continue
         job: Job = msg
+        if warming is not None:
+            warming.join()
+            warming = None
+        jobs += 1
+        traced = jobs <= _TRACED_JOBS and timeline.enabled()
+        t0 = time.time()
         try:
             ev.prepare(job.shape)
         except Exception as exc:
-            conn.send(
+            send(
                 ShapeFailed(
                     f"{ev.loaded.path}: building inputs/reference for {job.shape} failed: {_short_error(exc)}"
                 )
             )
             continue
+        if traced:
+            timeline.span(f"job {jobs}: inputs and reference of {job.shape}", t0, time.time())
+            t0 = time.time()
         launcher, result = ev.compile(job, TrialResult(TrialStatus.OK, dict(job.config), **ev.stamp))
+        if traced:
+            timeline.span(f"job {jobs}: compile ({job.kind} job)", t0, time.time())
         if launcher is None or job.kind == "compile":
             restart = launcher is None and _is_sticky(result.error)
-            conn.send(Done(result, restart))
+            send(Done(result, restart))
             if restart:
                 return
             continue
-        conn.send(Compiled(result.compile_s or 0.0, ev.bench_overhead_s(job.num_tests)))
+        send(Compiled(result.compile_s or 0.0, ev.bench_overhead_s(job.num_tests)))
+        t0 = time.time()
         result = ev.run(job, launcher, result)
+        if traced:
+            timeline.span(f"job {jobs}: check + time ({result.status.value})", t0, time.time())
         restart = ev.cuda and result.status is TrialStatus.LAUNCH_FAILED and _is_sticky(result.error)
-        conn.send(Done(result, restart))
+        send(Done(result, restart))
         if restart:
             return
 
 
-def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str]) -> None:
+def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str], warm: bool = False) -> None:
+    """``warm``: a timing worker: after ``Ready`` it warms up (``bench.warm_up``) and says ``Warm``."""
     # Set before torch/triton are imported in this process: TRITON_INTERPRET, CUDA_VISIBLE_DEVICES...
     os.environ.update(env)
+    entered = time.time()
+    timeline.set_process("timer" if warm else "compiler")
+    timeline.span(
+        "process start -> worker code runs (spawn, interpreter)", timeline.process_started(), entered
+    )
     try:
         loaded, info = _load(kernel_path, device)
     except AutotuneError as exc:
@@ -296,8 +363,13 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str]) -
             StartFailed("KernelFileError", f"{kernel_path}: worker failed to start: {_short_error(exc)}")
         )
         return
-    conn.send(Ready(info))
-    _serve(conn, _Evaluation(loaded, info.device))
+    timeline.span(
+        "load the kernel file (torch, Triton, its imports), CUDA init, device facts", entered, time.time()
+    )
+    send = _Sender(conn)
+    send(Ready(info))
+    warming = _start_warm_up(send, info.device) if warm else None
+    _serve(conn, send, _Evaluation(loaded, info.device), warming)
 
 
 # ------------------------------------------------------------------------------------------- the parent
@@ -327,10 +399,20 @@ def _child_device(device: str, env: dict[str, str]) -> tuple[str, dict[str, str]
 
 class Worker:
     """Parent-side handle of an evaluation child (an ``Evaluator``). Replaces the child after a crash, a
-    hang or a sticky CUDA error; the next job starts a fresh one."""
+    hang or a sticky CUDA error; the next job starts a fresh one.
 
-    def __init__(self, kernel_path: str, device: str = "", options: EvalOptions | None = None):
+    A timing worker (``timing``) warms up after it started (``bench.warm_up``, in the child, while the
+    orchestrator sets the search up and the compile pool compiles) and takes its first job only once the
+    child said ``Warm``; a compile-only worker (``timing=False``) never measures and skips it."""
+
+    def __init__(
+        self, kernel_path: str, device: str = "", options: EvalOptions | None = None, *, timing: bool = True
+    ):
         self.kernel_path = str(kernel_path)
+        self.timing = timing
+        #: the child's ``Warm`` (None: not warm yet, or a compile-only worker)
+        self.warm: Warm | None = None
+        self._warming = False
         #: the device as the orchestrator names it (cuda:1); stamped on every result
         self.device = device
         self.options = options or EvalOptions()
@@ -345,7 +427,9 @@ class Worker:
     def start(self) -> WorkerInfo:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
-            target=_child_main, args=(child, self.kernel_path, self._child_device, self._env), daemon=True
+            target=_child_main,
+            args=(child, self.kernel_path, self._child_device, self._env, self.timing),
+            daemon=True,
         )
         proc.start()
         child.close()
@@ -376,7 +460,41 @@ class Worker:
         if self.device:
             info = replace(info, device=self.device)
         self.info = info
+        self.warm, self._warming = None, self.timing
         return info
+
+    def wait_warm(self) -> Warm | None:
+        """Wait for the child's ``Warm`` (at most the start timeout): a timing worker measures only after
+        its warm-up. None for a compile-only worker."""
+        with self._lock:
+            self._await_warm()
+        return self.warm
+
+    def _await_warm(self) -> None:
+        if not self._warming:
+            return
+        timeout = self.options.start_timeout_s
+        try:
+            if not self._conn.poll(timeout):
+                self._kill()
+                raise KernelFileError(
+                    f"{self.kernel_path}: the timing worker did not warm up within {timeout:.0f} s "
+                    "(AUTOTUNE_START_TIMEOUT)"
+                )
+            self._note_warm(self._conn.recv())
+        except (EOFError, OSError):
+            code = self._reap()
+            self._kill()
+            raise KernelFileError(
+                f"{self.kernel_path}: the timing worker died while warming up ({_signal_name(code)})"
+            ) from None
+
+    def _note_warm(self, msg: Any) -> None:
+        if not isinstance(msg, Warm):
+            raise AutotuneError(f"worker protocol: expected Warm, got {type(msg).__name__}")
+        self.warm, self._warming = msg, False
+        if msg.error:
+            log.warning("%s: the timing worker's warm-up failed: %s", self.kernel_path, msg.error)
 
     @property
     def alive(self) -> bool:
@@ -423,6 +541,12 @@ class Worker:
                     self._kill()
                     return None
                 reply: FeatureRows = self._conn.recv()
+                if isinstance(reply, Warm):  # the warm-up ended while the features were computed
+                    self._note_warm(reply)
+                    if not self._conn.poll(self.options.compile_timeout_s):
+                        self._kill()
+                        return None
+                    reply = self._conn.recv()
             except (EOFError, OSError):
                 self._kill()
                 return None
@@ -438,6 +562,7 @@ class Worker:
         if not self.alive:
             self._kill()
             self.start()
+        self._await_warm()
         result = self._exchange(job)
         if result.device:
             return result
@@ -485,7 +610,7 @@ class Worker:
         if self._conn is not None and self.alive:
             try:
                 self._conn.send(Stop())
-                self._proc.join(timeout=5)
+                self._proc.join(timeout=_STOP_GRACE_S)
             except (OSError, BrokenPipeError):
                 pass
         self._kill()

@@ -19,8 +19,8 @@ work as with TPE. Per shape:
    what none of them favoured: replayed leave-one-shape-out, split-K (slow on every large shape) stayed
    untried for 36 of 40 evaluations at M=64, K=7168 without it (47 % regret at 40; 0.15 % with it).
 
-It also bounds the proposals in flight (``INFO.max_in_flight``): results that arrive after the next batch
-was chosen teach it nothing."""
+It proposes as many configs as keep the pipeline full (the search loop asks for them: a compile worker that
+waits for a model costs more than a proposal chosen without the newest results)."""
 
 from __future__ import annotations
 
@@ -266,17 +266,11 @@ class AutoStrategy(OptunaStrategy):
         super().__init__(ctx, AutoSampler(ctx))
 
 
-def max_in_flight(budget: int) -> int:
-    """Small batches: each one is chosen knowing the results of the last."""
-    return max(4, math.ceil((budget or 40) / 5))
-
-
 INFO = StrategyInfo(
     "auto",
     AutoStrategy,
     wants_history=True,
     exhaustive_when_small=True,
-    max_in_flight=max_in_flight,
     min_history=MIN_HISTORY,
     summary="a transfer prior from the store's other shapes, corrected by a GP on this shape",
 )

@@ -105,14 +105,7 @@ class StrategyInfo:
     exhaustive: bool = False
     #: needs ``StrategyContext.valid``: refused on a space too large to list
     needs_valid_list: bool = False
-    #: the budget (--trials) -> the most proposals in flight (a model learns nothing from results that
-    #: arrive after its next batch was chosen); None: as many as keep the pipeline busy
-    max_in_flight: Callable[[int], int] | None = None
     #: history points it needs before the history changes anything (the search says when fewer were read)
     min_history: int = 0
     #: one line for listings
     summary: str = ""
-
-    def in_flight(self, budget: int, full: int) -> int:
-        """The proposals to keep in flight: ``full`` (what keeps the pipeline busy), or fewer."""
-        return max(1, min(full, self.max_in_flight(budget))) if self.max_in_flight is not None else full

@@ -147,20 +147,28 @@ def _bulk_add_retrying(storage: Any, study_id: int, batch: list[Any], errors: li
     return False
 
 
-def _writer_main(
-    url: str,
-    study_name: str,
-    space_def: dict[str, Any],
-    q: Any,
-    done: Any,
-    lock: Any,
-    bulk: bool = True,
-    study_attrs: dict[str, Any] | None = None,
-) -> None:
+def _import_ahead() -> Any:
+    """Optuna, SQLAlchemy and the store (seconds, paid before the search needs the writer): ``frozen_trial``."""
+    import optuna  # noqa: F401
+
     from autotune.search.optuna_strategy import frozen_trial
+    from autotune.store import Store  # noqa: F401
+
+    return frozen_trial
+
+
+def _writer_main(q: Any, done: Any, lock: Any, ready: Any, url: str) -> None:
+    """Import Optuna and SQLAlchemy (``ready`` then), take the study to write from the queue ((name, space);
+    None: nothing to write), open it and write what comes."""
     from autotune.space import Space
 
-    space = Space.from_dict(space_def)
+    frozen_trial = _import_ahead()
+    ready.set()
+    bind = q.get()
+    if bind is None:
+        done.put((0, []))
+        return
+    study_name, space, study_attrs = bind[0], Space.from_dict(bind[1]), bind[2]
     parent = os.getppid()
     written, errors = 0, []
     try:
@@ -168,7 +176,7 @@ def _writer_main(
     except Exception as e:
         done.put((0, [f"cannot open the Optuna study: {type(e).__name__}: {e}"[:300]]))
         return
-    closing = False
+    closing, bulk = False, True
     while not closing:
         try:
             items = [q.get(timeout=_POLL_S)]
@@ -211,26 +219,55 @@ def _writer_main(
 
 
 class StudyWriter:
-    """The writer process of one study on ``store``'s database (it shares the store's SQLite write lock)."""
+    """The writer process of one study on ``store``'s database (it shares the store's SQLite write lock).
+
+    A writer can be started before its study is known (``StudyWriter(store)``, then ``bind``): the search
+    starts one beside its workers, so the seconds of importing Optuna and SQLAlchemy pass while they start.
+
+    ``wait_for_start``: False, the search's end does not wait on a writer still starting (importing Optuna
+    and SQLAlchemy: seconds, longer than a short search): it is stopped, and what it had not written stays in
+    the trials table for the next search of the shape to add (``ShapeSearch.seed_from_store`` hands the
+    trials of a dead process over again). A writer past its imports is waited for: it opens the study and
+    writes a batch in a fraction of a second."""
 
     def __init__(
-        self, store: SearchStore, study_name: str, space: Any, study_attrs: dict[str, Any] | None = None
+        self,
+        store: SearchStore,
+        study_name: str | None = None,
+        space: Any = None,
+        study_attrs: dict[str, Any] | None = None,
+        *,
+        wait_for_start: bool = True,
     ):
         """``study_attrs``: the study's user attributes (kernel, shape, device: what its hash name hides)."""
         ctx = mp.get_context("spawn")
         self._q = ctx.Queue()
         self._done = ctx.Queue()
-        lock = store.db.process_write_lock(ctx)
+        self._ready = ctx.Event()
+        self._lock = store.db.process_write_lock(ctx)
         self._proc = ctx.Process(
             target=_writer_main,
-            args=(store.url, study_name, space.to_dict(), self._q, self._done, lock, True, study_attrs),
+            args=(self._q, self._done, self._lock, self._ready, store.url),
             daemon=True,
             name="autotune-study-writer",
         )
         self._proc.start()
+        self.bound = False
+        if study_name is not None:
+            self.bind(study_name, space, study_attrs)
         self._sent: set[int] = set()
+        self.wait_for_start = wait_for_start
         self.written = 0
         self.errors: list[str] = []
+        #: the copy was left incomplete at close (the next search adds the rest)
+        self.abandoned = False
+
+    def bind(self, study_name: str, space: Any, study_attrs: dict[str, Any] | None = None) -> StudyWriter:
+        """The study this writer writes (once), with its user attributes."""
+        assert not self.bound, "a study writer writes one study"
+        self.bound = True
+        self._q.put((study_name, space.to_dict(), study_attrs))
+        return self
 
     def add(self, trial_id: int, result: TrialResult, **attrs: Any) -> None:
         if trial_id in self._sent:
@@ -239,17 +276,35 @@ class StudyWriter:
         self._q.put((trial_id, result.to_dict(), attrs))
 
     def close(self, timeout_s: float = 600.0, *, quiet: bool = False) -> None:
-        """Wait until every trial handed over is written (the study is complete when the search ends).
-        ``quiet``: the search already failed (e.g. the database went away): report nothing more."""
+        """Wait until every trial handed over is written (the study is complete when the search ends), unless
+        the writer is still starting and ``wait_for_start`` is False. ``quiet``: the search already failed
+        (e.g. the database went away): report nothing more."""
         self._q.put(None)
+        if not self.bound or (not self.wait_for_start and not self._ready.is_set()):
+            self._abandon()  # nothing to write, or not waited for
+            return
         try:
             self.written, self.errors = self._done.get(timeout=timeout_s)
         except queue.Empty:
             log.warning(
                 "the Optuna study writer did not finish in %.0f s; the next run adds the rest", timeout_s
             )
+            self._abandon()
+            return
         self._proc.join(timeout=10)
         if self._proc.is_alive():
             self._proc.kill()
         for e in [] if quiet else self.errors[:3]:
             log.warning("Optuna study: %s", e)
+
+    def _abandon(self) -> None:
+        """Stop the writer without waiting for its copy. It is killed while this process holds the shared
+        SQLite write lock, so never inside one of its transactions and never holding the lock; a batch it
+        had written stays (each is one transaction), the rest is added by the next search."""
+        self.abandoned = self.bound
+        self._q.cancel_join_thread()  # nobody will read what is queued: exiting must not wait to flush it
+        with self._lock:
+            self._proc.kill()
+            self._proc.join(timeout=10)
+        if self.abandoned:
+            log.info("the Optuna study copy was left incomplete; the next search of the shape adds the rest")

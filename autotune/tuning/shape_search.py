@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Protocol
 
+from autotune import timeline
 from autotune.engine import Candidate, Outcome, Pipeline, WorkerInfo
 from autotune.engine.leases import LeaseKeeper
 from autotune.errors import SettingsError, SpaceError
@@ -209,16 +210,23 @@ class ShapeSearch:
         self.shape_key = format_shape(shape)
         self.started = time.monotonic()
         self.deadline = self.started + self.s.timeout_s if self.s.timeout_s > 0 else math.inf
-        self.key = self._ensure_key()
+        with timeline.phase(f"{self.shape_key}: the shape's key in the database"):
+            self.key = self._ensure_key()
         self.report = ShapeReport(self.shape, self.shape_key, self.key.study_name, None, None, 0, 0, 0)
         self.report.devices = tuple(i.device for i in engine.infos)
         self.report.budget = self.s.trials
         self.default = self._default_config()
-        listed = _load_configs(self.s.configs_file, self.space, self.facts) if self.s.configs_file else None
-        self.valid = listed if listed is not None else self._valid_configs()
+        with timeline.phase(f"{self.shape_key}: list the valid configs"):
+            listed = (
+                _load_configs(self.s.configs_file, self.space, self.facts) if self.s.configs_file else None
+            )
+            self.valid = listed if listed is not None else self._valid_configs()
         self.report.valid_configs = len(self.valid) if self.valid is not None else None
         self.strategy_info = self._choose(listed is not None)
-        self.strategy = self._make_strategy(history or partial(load_history, store.history), listed)
+        with timeline.phase(
+            f"{self.shape_key}: strategy {self.strategy_info.name} (history, model, imports)"
+        ):
+            self.strategy = self._make_strategy(history or partial(load_history, store.history), listed)
         self._reset(listed is None)
 
     # -- set-up
@@ -330,13 +338,17 @@ class ShapeSearch:
 
     def run(self) -> ShapeReport:
         """Search the shape, re-time its finalists and refresh its best row."""
-        writer = self._study(self.key.study_name, self.space) if self._study else _NoStudy()
+        with timeline.phase(f"{self.shape_key}: start the Optuna study writer"):
+            writer = self._study(self.key.study_name, self.space) if self._study else _NoStudy()
         failed = False
         try:
             with LeaseKeeper(self.store.claims, self.owner, self.s.lease_s):
-                self.seed_from_store(writer)
-                self.loop(writer)
-                self.retime()
+                with timeline.phase(f"{self.shape_key}: the key's stored trials"):
+                    self.seed_from_store(writer)
+                with timeline.phase(f"{self.shape_key}: search loop"):
+                    self.loop(writer)
+                with timeline.phase(f"{self.shape_key}: re-time the finalists"):
+                    self.retime()
         except BaseException:
             failed = True
             # Interrupted or failed: hand unfinished claims back at once (others need not wait for the lease).
@@ -346,8 +358,10 @@ class ShapeSearch:
                 log.debug("releasing claims failed", exc_info=True)
             raise
         finally:
-            writer.close(quiet=failed)
-        return self.finish()
+            with timeline.phase(f"{self.shape_key}: close the Optuna study writer"):
+                writer.close(quiet=failed)
+        with timeline.phase(f"{self.shape_key}: best row, report"):
+            return self.finish()
 
     # -- what the store knows
 
@@ -393,11 +407,14 @@ class ShapeSearch:
         return max(0, self.s.trials - self.report.evaluations)
 
     def _depth(self) -> int:
-        """Candidates in flight: as many as keep every stage of the pipeline busy, or fewer when the
-        strategy's info asks for small batches."""
-        return self.strategy_info.in_flight(self.s.trials, self.pipeline.depth)
+        """Candidates in flight, for every strategy and budget: as many as keep every stage of the
+        pipeline busy. A model-based strategy's smaller batches (max(4, trials/5) once) left 14 of 15
+        compile workers idle and ran at a third of the exhaustive strategy's evaluations per second; a
+        model keeps a large batch diverse instead (bench/RESULTS.md)."""
+        return self.pipeline.depth
 
     def _low_water(self) -> int:
+        """Refill below this: every compile worker and two per device (``Pipeline.low_water``)."""
         return min(self._depth(), self.pipeline.low_water)
 
     def _unseen(self) -> dict[str, Any] | None:
@@ -479,6 +496,8 @@ class ShapeSearch:
         for h, config in fresh.items():
             state = claims[h].state
             if state is ClaimState.CLAIMED:
+                if not self.report.evaluations:
+                    timeline.mark(f"{self.shape_key}: first candidate submitted")
                 self.in_flight[h] = Candidate(dict(config), h, self.shape)
                 self.started_at[h] = datetime.now(timezone.utc)
                 self.pipeline.submit(self.in_flight[h])
@@ -556,6 +575,8 @@ class ShapeSearch:
                 for o, r in zip(outs, results, strict=True)
             ],
         )
+        if not self.finished:
+            timeline.mark(f"{self.shape_key}: first result stored")
         for trial_id, out, res in zip(ids, outs, results, strict=True):
             self.mine.add(trial_id)
             self.known[out.candidate.config_hash] = res

@@ -6,9 +6,11 @@ Never imports the user's kernel file and never initializes CUDA (the workers do)
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
+from autotune import timeline
 from autotune.devices import ALL, parse_devices
 from autotune.engine import Backend, EvalOptions, Pipeline, ProcessBackend, WorkerInfo
 from autotune.env import env_hash
@@ -41,9 +43,15 @@ class Tuner:
         on_event: Callable[[TrialEvent], None] | None = None,
         backend: Backend | None = None,
         pipeline: PipelineFactory | None = None,
+        wait_for_study: bool = True,
     ):
         """``pipeline``: how the backend's evaluators are driven (default: the threaded ``Pipeline``; a
-        replay's ``SerialPipeline`` makes a simulated search depend on its seed alone)."""
+        replay's ``SerialPipeline`` makes a simulated search depend on its seed alone).
+        ``wait_for_study``: False, a shape's end does not wait on an Optuna study writer still starting
+        (``StudyWriter``'s ``wait_for_start``; ``autotune search``: the next search adds what it missed)."""
+        self.wait_for_study = wait_for_study
+        #: the first shape's study writer, started beside the workers (its imports take seconds)
+        self._writer: Any = None
         self.kernel_path = kernel_path
         self.store = store
         self.settings = settings
@@ -65,13 +73,18 @@ class Tuner:
         self.info: WorkerInfo | None = None
         self.infos: list[WorkerInfo] = []
         self.space: Space | None = None
+        self._preload: threading.Thread | None = None
 
     def __enter__(self) -> Tuner:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._writer is not None:  # started, never given a shape
+            self._writer.close(quiet=True)
+            self._writer = None
         if self.pipeline is not None:
-            self.pipeline.close()
+            with timeline.phase("stop the workers"):
+                self.pipeline.close()
 
     # ------------------------------------------------------------------ start
 
@@ -86,13 +99,19 @@ class Tuner:
         workers = s.compile_workers
         if workers is None:
             wants_gpu = devices == ALL or any(d.is_cuda for d in devices) or (not devices and _gpu_present())
-            workers = default_compile_workers() if wants_gpu else 0
+            # never more than one shape's budget can keep busy: each of them imports torch and Triton,
+            # beside the timing worker's own start-up (a 1-evaluation search started 15)
+            workers = min(default_compile_workers(), s.trials) if wants_gpu else 0
         self.pipeline = self._make_pipeline(self.backend, workers)
         self.pipeline.start_compilers()
+        self._preload = _preload_strategy(s.strategy)
+        self._writer = self._study_writer()
+        timeline.mark(f"{workers} compile worker(s) spawning")
         try:
             first = self.backend.timer("" if devices in ((), ALL) else str(devices[0]))
             self.pipeline.timers.append(first)
-            info = first.start()
+            with timeline.phase("start the first timing worker (until Ready)"):
+                info = first.start()
             started = {0: info}
             if devices == ALL:
                 if info.device_count < 1 or not info.device.startswith("cuda"):
@@ -140,6 +159,20 @@ class Tuner:
             cache.update(zip(todo, rows, strict=True))
         return [cache[config_hash(c)] for c in configs]
 
+    def _study_writer(self) -> Any:
+        """A study writer not yet bound to a study, or None when the store has no database to write to."""
+        from autotune.store.optuna_study import StudyWriter
+
+        if getattr(self.store, "db", None) is None:
+            return None
+        return StudyWriter(self.store, wait_for_start=self.wait_for_study)
+
+    def _bind_writer(self, study_name: str, space: Space, attrs: dict[str, Any] | None = None) -> Any:
+        """The writer of a shape's study: the one started beside the workers, then a new one per shape;
+        ``attrs``: the study's user attributes (kernel, shape, device)."""
+        writer, self._writer = self._writer or self._study_writer(), None
+        return writer.bind(study_name, space, attrs)
+
     def resolve_shapes(self, shapes: list[dict[str, int]] | None) -> list[Shape]:
         assert self.info is not None
         params = self.info.meta.shape_params
@@ -152,8 +185,11 @@ class Tuner:
         the best configs of the same shape under an older environment (nightly re-tunes); those not valid
         in the space here are skipped."""
         assert self.info is not None and self.pipeline is not None and self.space is not None
-        from autotune.store.optuna_study import StudyWriter
-
+        if self._preload is not None:
+            # never import the strategy's modules beside the preloading thread: two threads importing
+            # scikit-learn's circular modules at once can see one half-initialized (an internal error)
+            self._preload.join()
+            self._preload = None
         store = self.store
         attrs = {"kernel": self.info.meta.name, "shape": dict(shape), "device": self.info.env.get("gpu_name")}
         search = ShapeSearch(
@@ -162,11 +198,35 @@ class Tuner:
             SearchStore.of(store),
             self.settings,
             owner=self.owner,
-            study=lambda name, space: StudyWriter(store, name, space, attrs),
+            study=lambda name, space: self._bind_writer(name, space, attrs),
             on_event=self.on_event,
         )
         search.warm_start(warm_start or ())
         return search.run()
+
+
+def _preload_strategy(name: str) -> threading.Thread:
+    """Import the strategy's modules on a thread while the workers start (seconds in which this process
+    only waits), not after them on the path to the first proposal: the ``auto`` strategy's Optuna, NumPy
+    and scikit-learn took seconds there."""
+
+    def load() -> None:
+        with timeline.phase(f"preload strategy {name}'s modules (thread)"):
+            try:
+                from autotune.search import strategy_info
+
+                info = strategy_info(name)
+                if info.wants_history:  # a model (auto's, or the exhaustive strategy's order) from the store
+                    import importlib
+
+                    for module in ("autotune.search.auto", "sklearn.ensemble", "sklearn.gaussian_process"):
+                        importlib.import_module(module)
+            except Exception:  # the search imports them again and reports what fails
+                log.debug("preloading the strategy failed", exc_info=True)
+
+    thread = threading.Thread(target=load, daemon=True, name="autotune-preload")
+    thread.start()
+    return thread
 
 
 def _gpu_present() -> bool:
