@@ -209,3 +209,53 @@ def test_a_bad_strategy_in_the_environment_stops_any_command_at_start_up(tmp_pat
         proc.stderr
     )
     assert not (tmp_path / "s.db").exists()
+
+
+def _commands(group, path=()):
+    """(argv prefix, command) of every command of the app, groups included."""
+    for name, cmd in group.commands.items():
+        if hasattr(cmd, "commands"):
+            yield from _commands(cmd, (*path, name))
+        else:
+            yield (*path, name), cmd
+
+
+#: options backed by a setting: the environment variable their help must name
+_SETTING_OPTIONS = {
+    "--trials": "AUTOTUNE_TRIALS",
+    "--timeout": "AUTOTUNE_TIMEOUT",
+    "--strategy": "AUTOTUNE_STRATEGY",
+    "--seed": "AUTOTUNE_SEED",
+    "--retime-top": "AUTOTUNE_RETIME_TOP",
+    "--retime-rounds": "AUTOTUNE_RETIME_ROUNDS",
+    "--db": "AUTOTUNE_DB",
+    "--devices": "AUTOTUNE_DEVICES",
+    "--num-tests": "AUTOTUNE_NUM_TESTS",
+    "--compile-timeout": "AUTOTUNE_COMPILE_TIMEOUT",
+    "--run-timeout": "AUTOTUNE_RUN_TIMEOUT",
+    "--compile-workers": "AUTOTUNE_COMPILE_WORKERS",
+}
+
+
+def test_every_option_help_shows_its_env_var_and_default():
+    """Rich markup swallowed "[env: AUTOTUNE_DB]": every option's help must reach the screen whole, and the
+    options of a setting name its variable and default."""
+    import typer
+    from rich.text import Text
+
+    from autotune.settings import ENV_VARS
+
+    group = typer.main.get_command(app)
+    seen = set()
+    for argv, cmd in _commands(group):
+        shown = CliRunner().invoke(app, [*argv, "--help"], env={"COLUMNS": "400"})
+        assert shown.exit_code == 0, shown.output
+        for param in cmd.params:
+            help_text = Text.from_markup(getattr(param, "help", None) or "").plain
+            assert help_text in shown.stdout, (argv, param.name, help_text)
+            setting = next((_SETTING_OPTIONS[o] for o in param.opts if o in _SETTING_OPTIONS), None)
+            if setting is not None and "search" in argv:
+                assert f"[env: {setting}; default: " in shown.stdout.split(param.opts[0], 1)[1].split("\n")[0]
+                assert setting in ENV_VARS
+                seen.add(setting)
+    assert seen == set(_SETTING_OPTIONS.values())
