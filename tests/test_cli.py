@@ -164,6 +164,7 @@ def test_every_command_is_mounted_in_the_order_help_lists_them():
         "search",
         "best",
         "show",
+        "trials",
         "export",
         "check",
         "space",
@@ -259,3 +260,76 @@ def test_every_option_help_shows_its_env_var_and_default():
                 assert setting in ENV_VARS
                 seen.add(setting)
     assert seen == set(_SETTING_OPTIONS.values())
+
+
+def _tuned_db(path: Path) -> str:
+    """A SQLite database with one key of ``gemm`` (M,N,K): an ok trial and a timed-out one."""
+    from autotune.store import Store
+
+    db = str(path / "t.db")
+    env = {"device_kind": "cpu", "gpu_name": "cpu-test", "cc": "cpu", "sm_count": 2, "driver": "none"}
+    env |= {"cuda": "none", "torch": "2.8.0", "triton": "3.6.0"}
+    with Store(db) as store:
+        store.schema.upgrade()
+        dims = {"M": 64, "N": 128, "K": 256}
+        key = store.keys.ensure("gemm", "a" * 64, "s" * 64, {}, dims, "M=64,N=128,K=256", {"a": "bf16"}, env)
+        store.trials.record(key.id, TrialResult(TrialStatus.OK, {"BLOCK": 64}, time_s=2e-5, tflops=1.5))
+        store.trials.record(
+            key.id, TrialResult(TrialStatus.TIMEOUT, {"BLOCK": 128}, error="Traceback\n[x] timeout=3 s")
+        )
+        store.trials.refresh_best(key.id)
+    return db
+
+
+def test_trials_lists_stored_trials_with_their_errors(tmp_path):
+    db = _tuned_db(tmp_path)
+    runner = CliRunner()
+    table = runner.invoke(app, ["trials", "gemm", "--db", db], env={"COLUMNS": "300"})
+    assert table.exit_code == 0, table.output
+    assert "BLOCK=64" in table.stdout and "timeout" in table.stdout and "[x] timeout=3 s" in table.stdout
+    js = runner.invoke(app, ["trials", "gemm", "--db", db, "--status", "timeout", "-f", "json"])
+    (row,) = json.loads(js.stdout)
+    assert row["status"] == "timeout" and row["config"] == {"BLOCK": 128} and "timeout=3 s" in row["error"]
+    assert row["shape"] == "M=64,N=128,K=256"
+    shaped = runner.invoke(app, ["trials", "gemm", "--db", db, "--shape", "K=256,M=64,N=128", "-f", "json"])
+    assert len(json.loads(shaped.stdout)) == 2
+    other = runner.invoke(app, ["trials", "gemm", "--db", db, "--shape", "M=1,N=128,K=256", "-f", "json"])
+    assert json.loads(other.stdout) == []
+    bad = runner.invoke(app, ["trials", "gemm", "--db", db, "--status", "timout"])
+    assert bad.exit_code == 2 and "did you mean timeout?" in bad.stderr
+
+
+def test_best_and_show_print_json_or_a_table(tmp_path):
+    db = _tuned_db(tmp_path)
+    runner = CliRunner()
+    js = runner.invoke(app, ["best", "gemm", "--db", db])  # JSON stays the default for scripts
+    (row,) = json.loads(js.stdout)
+    assert row["config"] == {"BLOCK": 64} and row["time_s"] == 2e-5
+    table = runner.invoke(app, ["best", "gemm", "--db", db, "-f", "table"], env={"COLUMNS": "300"})
+    assert table.exit_code == 0 and "BLOCK=64" in table.stdout and "20.00 us" in table.stdout
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(table.stdout)
+    shown = runner.invoke(app, ["show", "--db", db, "-f", "json"])
+    (key,) = json.loads(shown.stdout)
+    assert key["kernel_name"] == "gemm" and key["counts"] == {"ok": 1, "timeout": 1} and key["trials"] == 2
+    assert "M=64,N=128,K=256" in runner.invoke(app, ["show", "--db", db], env={"COLUMNS": "300"}).stdout
+    bad = runner.invoke(app, ["show", "--db", db, "-f", "yaml"])
+    assert bad.exit_code == 2 and "choose json or table" in bad.stderr
+
+
+def test_unknown_kernel_and_dimension_names_get_a_did_you_mean(tmp_path):
+    db = _tuned_db(tmp_path)
+    runner = CliRunner()
+    for argv in (["best", "gem"], ["trials", "gem"]):
+        r = runner.invoke(app, [*argv, "--db", db])
+        assert r.exit_code == 1 and "did you mean 'gemm'? (known kernels: gemm)" in r.stderr, r.stderr
+    typo = runner.invoke(app, ["best", "gemm", "--db", db, "--shape", "M=64,N=128,KK=256"])
+    assert typo.exit_code == 2 and "unknown KK (did you mean K?)" in typo.stderr, typo.stderr
+    assert len(typo.stderr.strip().splitlines()) == 1
+
+
+def test_version():
+    r = CliRunner().invoke(app, ["--version"])
+    from autotune import __version__
+
+    assert r.exit_code == 0 and r.stdout.strip() == f"autotune {__version__}"
