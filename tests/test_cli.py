@@ -333,3 +333,27 @@ def test_version():
     from autotune import __version__
 
     assert r.exit_code == 0 and r.stdout.strip() == f"autotune {__version__}"
+
+
+def test_bench_exits_non_zero_when_the_config_did_not_run_ok():
+    faulty = str(ROOT / "tests" / "kernels" / "faulty.py")
+    runner = CliRunner()
+    argv = ["bench", faulty, "--device", "cpu", "--num-tests", "2", "--config"]
+    bad = runner.invoke(app, [*argv, '{"MODE": "launch_error"}'], env={"COLUMNS": "300"})
+    assert bad.exit_code == 2 and "launch_failed" in bad.stdout, bad.output
+    assert "did not run ok on 1 of 1 shape(s) (launch_failed)" in bad.stderr
+    good = runner.invoke(app, [*argv, '{"MODE": "ok"}'], env={"COLUMNS": "300"})
+    assert good.exit_code == 0 and " ok " in good.stdout, good.output
+
+
+def test_space_without_facts_uses_this_machines_device():
+    import torch
+
+    runner = CliRunner()
+    here = runner.invoke(
+        app, ["space", str(ROOT / "search_spaces" / "matmul_cpu.yaml")], env={"COLUMNS": "300"}
+    )
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    assert here.exit_code == 0 and f"valid on {device};" in here.stdout, here.output
+    h200 = runner.invoke(app, ["space", str(ROOT / "search_spaces" / "matmul_cpu.yaml"), "--facts", "h200"])
+    assert h200.exit_code == 0 and "valid on h200;" in h200.stdout, h200.output

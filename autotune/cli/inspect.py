@@ -72,12 +72,11 @@ def _key_states(store: Store, kernel: str, what: str) -> list[KeyState]:
     raise NotFoundError(f"no {what} of {kernel!r} in {store.masked_url}{hint}")
 
 
-def _shape_dims(text: str, states: list[KeyState]) -> Shape:
-    """``--shape`` parsed, its names checked against the kernel's stored shapes (a typo: one line, with a
-    did-you-mean)."""
-    from autotune.shapes import check_shape, parse_shape
+def _shape_dims(text: str, dims: Shape, states: list[KeyState]) -> Shape:
+    """``--shape`` (``text``, parsed: ``dims``), its names checked against the kernel's stored shapes (a
+    typo: one line, with a did-you-mean)."""
+    from autotune.shapes import check_shape
 
-    dims = parse_shape(text)
     params = list(states[0].dims)
     if set(dims) != set(params):
         check_shape(dims, params, what=repr(text))  # raises ShapeError naming the unknown and missing names
@@ -101,10 +100,13 @@ def best(
     fmt: Annotated[str, format_option("json")] = "json",
 ) -> None:
     """Print the stored best config(s) of KERNEL: JSON (for scripts) or a table."""
+    from autotune.shapes import parse_shape
+
     _check_format(fmt)
+    parsed = parse_shape(shape) if shape else None  # bad input fails before the database is opened
     store = _open(db)
     states = _key_states(store, kernel, "tuned config")
-    dims = _shape_dims(shape, states) if shape else None
+    dims = _shape_dims(shape, parsed, states) if shape and parsed else None
     rows = [r for r in store.trials.best(kernel, device_name=device_name) if dims is None or r.dims == dims]
     if not rows:
         where = f" for {shape}" if shape else ""
@@ -198,11 +200,14 @@ def trials(
     fmt: Annotated[str, format_option("table")] = "table",
 ) -> None:
     """List the stored trials of KERNEL (each shape, device and source) with their status and error."""
+    from autotune.shapes import parse_shape
+
     _check_format(fmt)
     wanted = _statuses(status)
+    parsed = [(s, parse_shape(s)) for s in shape or ()]  # bad input fails before the database is opened
     store = _open(db)
     states = _key_states(store, kernel, "trials")
-    shapes = [_shape_dims(s, states) for s in shape or ()]
+    shapes = [_shape_dims(text, dims, states) for text, dims in parsed]
     keys = [
         k
         for k in states
