@@ -261,7 +261,7 @@ def test_landscape_export_and_replay_cli(tmp_path, sqlite_url):
             str(out),
             "--strategy",
             "auto,tpe",
-            "--evaluations",
+            "--trials",
             "12",
             "--seeds",
             "2",

@@ -357,3 +357,16 @@ def test_space_without_facts_uses_this_machines_device():
     assert here.exit_code == 0 and f"valid on {device};" in here.stdout, here.output
     h200 = runner.invoke(app, ["space", str(ROOT / "search_spaces" / "matmul_cpu.yaml"), "--facts", "h200"])
     assert h200.exit_code == 0 and "valid on h200;" in h200.stdout, h200.output
+
+
+def test_replay_budget_is_trials_and_evaluations_a_deprecated_alias(tmp_path):
+    land = str(ROOT / "bench" / "landscapes" / "gemm_fp8_128x24576x1536.json")
+    common = [land, "--strategy", "random", "--seeds", "1", "--depth", "2", "--no-transfer"]
+    runner = CliRunner()
+    new = runner.invoke(app, ["replay", *common, "--trials", "3", "--json", str(tmp_path / "new.json")])
+    assert new.exit_code == 0 and "deprecated" not in new.stderr, new.output
+    old = runner.invoke(app, ["replay", *common, "--evaluations", "3", "--json", str(tmp_path / "old.json")])
+    assert old.exit_code == 0 and old.stderr.strip() == "warning: --evaluations is deprecated: use --trials"
+    (run,) = json.loads((tmp_path / "old.json").read_text())
+    assert len(run["best_after"]) == 3
+    assert json.loads((tmp_path / "new.json").read_text())[0]["configs"] == run["configs"]

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from autotune.cli.common import DbOption, ShapesOption, fail, fmt_config, opt_help, out
+from autotune.cli.common import DbOption, ShapesOption, err, fail, fmt_config, opt_help, out
 from autotune.errors import SettingsError
 from autotune.trial import fmt_time
 
@@ -278,9 +278,14 @@ def landscape_export(
 def replay(
     landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
     strategy: Annotated[str, typer.Option(help="Strategies, comma-separated")] = "auto,tpe",
-    evaluations: Annotated[int, typer.Option(help="Evaluations per search")] = 40,
+    trials: Annotated[
+        int, typer.Option("--trials", help="New evaluations per search, as search's --trials")
+    ] = 40,
+    evaluations: Annotated[
+        int | None, typer.Option("--evaluations", hidden=True, help="Deprecated: --trials")
+    ] = None,
     budgets: Annotated[
-        str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,EVALUATIONS)")
+        str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,TRIALS)")
     ] = None,
     seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
     transfer: Annotated[
@@ -301,9 +306,12 @@ def replay(
     from autotune.tuning.landscape import load_landscape
 
     names = _strategies(strategy)
-    if evaluations < 1 or seeds < 1 or depth < 1:
-        raise SettingsError("--evaluations, --seeds and --depth must be at least 1")
-    report_at = _budgets(budgets, evaluations)
+    if evaluations is not None:  # the budget's old name here; one name everywhere now
+        err.print("warning: --evaluations is deprecated: use --trials", highlight=False)
+        trials = evaluations
+    if trials < 1 or seeds < 1 or depth < 1:
+        raise SettingsError("--trials, --seeds and --depth must be at least 1")
+    report_at = _budgets(budgets, trials)
     targets = [load_landscape(p) for p in landscapes]
     extra = [load_landscape(p) for p in preload or ()]
     logging.getLogger("autotune").setLevel(logging.WARNING)
@@ -311,7 +319,7 @@ def replay(
         runs = rp.replay(
             targets,
             names,
-            evaluations,
+            trials,
             range(seeds),
             transfer=transfer,
             preload=extra,
@@ -335,10 +343,10 @@ def _strategies(text: str) -> list[str]:
     return names
 
 
-def _budgets(text: str | None, evaluations: int) -> list[int]:
-    """The budgets to report regret at: ``--budgets`` (default 10, 20 and ``evaluations``), within range."""
+def _budgets(text: str | None, trials: int) -> list[int]:
+    """The budgets to report regret at: ``--budgets`` (default 10, 20 and ``trials``), within range."""
     try:
-        report_at = sorted({int(b) for b in text.split(",")}) if text else sorted({10, 20, evaluations})
+        report_at = sorted({int(b) for b in text.split(",")}) if text else sorted({10, 20, trials})
     except ValueError:
         raise SettingsError(f"--budgets {text!r}: comma-separated integers") from None
-    return [b for b in report_at if 1 <= b <= evaluations]
+    return [b for b in report_at if 1 <= b <= trials]
