@@ -299,6 +299,8 @@ def _export_json(store: Store, out_file: Path, kernel: str | None) -> None:
 
     from autotune.records import EXPORT_FORMAT, EXPORT_VERSION
 
+    if kernel:
+        _key_states(store, kernel, "tuned config")  # an unknown name: exit 1 with the known kernels
     kernels = [kernel] if kernel else sorted({r.kernel_name for r in store.history.key_states()})
     records = [r.to_json() for k in kernels for r in store.trials.best(k)]
     if not records:
