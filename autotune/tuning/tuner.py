@@ -155,13 +155,14 @@ class Tuner:
         from autotune.store.optuna_study import StudyWriter
 
         store = self.store
+        attrs = {"kernel": self.info.meta.name, "shape": dict(shape), "device": self.info.env.get("gpu_name")}
         search = ShapeSearch(
             shape,
             SearchEngine(self.pipeline, tuple(self.infos), self.space, self.features),
             SearchStore.of(store),
             self.settings,
             owner=self.owner,
-            study=lambda name, space: StudyWriter(store, name, space),
+            study=lambda name, space: StudyWriter(store, name, space, attrs),
             on_event=self.on_event,
         )
         search.warm_start(warm_start or ())
