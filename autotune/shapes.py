@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from autotune.errors import ShapeError
 
@@ -62,12 +62,30 @@ def check_shape(shape: Mapping[str, object], params: Sequence[str] | None = None
             if missing:
                 parts.append("missing " + ", ".join(missing))
             if extra:
-                parts.append("unknown " + ", ".join(extra))
+                parts.append("unknown " + ", ".join(_with_hint(n, missing) for n in extra))
             raise ShapeError(
                 f"bad shape {label}: {'; '.join(parts)} (this kernel's shape is {','.join(params)})"
             )
         out = {p: out[p] for p in params}
     return out
+
+
+def closest(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` that ``name`` most likely misspells (a case slip first), or None: the
+    "did you mean" of unknown kernel and dimension names."""
+    names = list(names)
+    for n in names:
+        if n.lower() == name.lower():
+            return n
+    import difflib  # only on a miss: the lookup path stays light
+
+    match = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    return match[0] if match else None
+
+
+def _with_hint(name: str, names: Sequence[str]) -> str:
+    hint = closest(name, names)
+    return f"{name} (did you mean {hint}?)" if hint else name
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -190,6 +190,7 @@ def test_every_command_is_mounted_in_the_order_help_lists_them():
         "search",
         "best",
         "show",
+        "trials",
         "export",
         "check",
         "space",
@@ -235,3 +236,169 @@ def test_a_bad_strategy_in_the_environment_stops_any_command_at_start_up(tmp_pat
         proc.stderr
     )
     assert not (tmp_path / "s.db").exists()
+
+
+def _commands(group, path=()):
+    """(argv prefix, command) of every command of the app, groups included."""
+    for name, cmd in group.commands.items():
+        if hasattr(cmd, "commands"):
+            yield from _commands(cmd, (*path, name))
+        else:
+            yield (*path, name), cmd
+
+
+#: options backed by a setting: the environment variable their help must name
+_SETTING_OPTIONS = {
+    "--trials": "AUTOTUNE_TRIALS",
+    "--timeout": "AUTOTUNE_TIMEOUT",
+    "--strategy": "AUTOTUNE_STRATEGY",
+    "--seed": "AUTOTUNE_SEED",
+    "--retime-top": "AUTOTUNE_RETIME_TOP",
+    "--retime-rounds": "AUTOTUNE_RETIME_ROUNDS",
+    "--db": "AUTOTUNE_DB",
+    "--devices": "AUTOTUNE_DEVICES",
+    "--num-tests": "AUTOTUNE_NUM_TESTS",
+    "--compile-timeout": "AUTOTUNE_COMPILE_TIMEOUT",
+    "--run-timeout": "AUTOTUNE_RUN_TIMEOUT",
+    "--compile-workers": "AUTOTUNE_COMPILE_WORKERS",
+}
+
+
+def test_every_option_help_shows_its_env_var_and_default():
+    """Rich markup swallowed "[env: AUTOTUNE_DB]": every option's help must reach the screen whole, and the
+    options of a setting name its variable and default."""
+    import typer
+    from rich.text import Text
+
+    from autotune.settings import ENV_VARS
+
+    group = typer.main.get_command(app)
+    seen = set()
+    for argv, cmd in _commands(group):
+        shown = CliRunner().invoke(app, [*argv, "--help"], env={"COLUMNS": "400"})
+        assert shown.exit_code == 0, shown.output
+        for param in cmd.params:
+            if getattr(param, "hidden", False):
+                continue  # a deprecated alias (replay --evaluations): not listed
+            help_text = Text.from_markup(getattr(param, "help", None) or "").plain
+            assert help_text in shown.stdout, (argv, param.name, help_text)
+            setting = next((_SETTING_OPTIONS[o] for o in param.opts if o in _SETTING_OPTIONS), None)
+            if setting is not None and "search" in argv:
+                assert f"[env: {setting}; default: " in shown.stdout.split(param.opts[0], 1)[1].split("\n")[0]
+                assert setting in ENV_VARS
+                seen.add(setting)
+    assert seen == set(_SETTING_OPTIONS.values())
+
+
+def _tuned_db(path: Path) -> str:
+    """A SQLite database with one key of ``gemm`` (M,N,K): an ok trial and a timed-out one."""
+    from autotune.store import Store
+
+    db = str(path / "t.db")
+    env = {"device_kind": "cpu", "gpu_name": "cpu-test", "cc": "cpu", "sm_count": 2, "driver": "none"}
+    env |= {"cuda": "none", "torch": "2.8.0", "triton": "3.6.0"}
+    with Store(db) as store:
+        store.schema.upgrade()
+        dims = {"M": 64, "N": 128, "K": 256}
+        key = store.keys.ensure("gemm", "a" * 64, "s" * 64, {}, dims, "M=64,N=128,K=256", {"a": "bf16"}, env)
+        store.trials.record(key.id, TrialResult(TrialStatus.OK, {"BLOCK": 64}, time_s=2e-5, tflops=1.5))
+        store.trials.record(
+            key.id, TrialResult(TrialStatus.TIMEOUT, {"BLOCK": 128}, error="Traceback\n[x] timeout=3 s")
+        )
+        store.trials.refresh_best(key.id)
+    return db
+
+
+def test_trials_lists_stored_trials_with_their_errors(tmp_path):
+    db = _tuned_db(tmp_path)
+    runner = CliRunner()
+    table = runner.invoke(app, ["trials", "gemm", "--db", db], env={"COLUMNS": "300"})
+    assert table.exit_code == 0, table.output
+    assert "BLOCK=64" in table.stdout and "timeout" in table.stdout and "[x] timeout=3 s" in table.stdout
+    js = runner.invoke(app, ["trials", "gemm", "--db", db, "--status", "timeout", "-f", "json"])
+    (row,) = json.loads(js.stdout)
+    assert row["status"] == "timeout" and row["config"] == {"BLOCK": 128} and "timeout=3 s" in row["error"]
+    assert row["shape"] == "M=64,N=128,K=256"
+    shaped = runner.invoke(app, ["trials", "gemm", "--db", db, "--shape", "K=256,M=64,N=128", "-f", "json"])
+    assert len(json.loads(shaped.stdout)) == 2
+    other = runner.invoke(app, ["trials", "gemm", "--db", db, "--shape", "M=1,N=128,K=256", "-f", "json"])
+    assert json.loads(other.stdout) == []
+    bad = runner.invoke(app, ["trials", "gemm", "--db", db, "--status", "timout"])
+    assert bad.exit_code == 2 and "did you mean timeout?" in bad.stderr
+
+
+def test_best_and_show_print_json_or_a_table(tmp_path):
+    db = _tuned_db(tmp_path)
+    runner = CliRunner()
+    js = runner.invoke(app, ["best", "gemm", "--db", db])  # JSON stays the default for scripts
+    (row,) = json.loads(js.stdout)
+    assert row["config"] == {"BLOCK": 64} and row["time_s"] == 2e-5
+    table = runner.invoke(app, ["best", "gemm", "--db", db, "-f", "table"], env={"COLUMNS": "300"})
+    assert table.exit_code == 0 and "BLOCK=64" in table.stdout and "20.00 us" in table.stdout
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(table.stdout)
+    shown = runner.invoke(app, ["show", "--db", db, "-f", "json"])
+    (key,) = json.loads(shown.stdout)
+    assert key["kernel_name"] == "gemm" and key["counts"] == {"ok": 1, "timeout": 1} and key["trials"] == 2
+    assert "M=64,N=128,K=256" in runner.invoke(app, ["show", "--db", db], env={"COLUMNS": "300"}).stdout
+    bad = runner.invoke(app, ["show", "--db", db, "-f", "yaml"])
+    assert bad.exit_code == 2 and "choose json or table" in bad.stderr
+
+
+def test_unknown_kernel_and_dimension_names_get_a_did_you_mean(tmp_path):
+    db = _tuned_db(tmp_path)
+    runner = CliRunner()
+    for argv in (
+        ["best", "gem"],
+        ["trials", "gem"],
+        ["export", "--out", str(tmp_path / "x.json"), "--kernel", "gem"],
+    ):
+        r = runner.invoke(app, [*argv, "--db", db])
+        assert r.exit_code == 1 and "did you mean 'gemm'? (known kernels: gemm)" in r.stderr, r.stderr
+    typo = runner.invoke(app, ["best", "gemm", "--db", db, "--shape", "M=64,N=128,KK=256"])
+    assert typo.exit_code == 2 and "unknown KK (did you mean K?)" in typo.stderr, typo.stderr
+    assert len(typo.stderr.strip().splitlines()) == 1
+
+
+def test_version():
+    r = CliRunner().invoke(app, ["--version"])
+    from autotune import __version__
+
+    assert r.exit_code == 0 and r.stdout.strip() == f"autotune {__version__}"
+
+
+def test_bench_exits_non_zero_when_the_config_did_not_run_ok():
+    faulty = str(ROOT / "tests" / "kernels" / "faulty.py")
+    runner = CliRunner()
+    argv = ["bench", faulty, "--device", "cpu", "--num-tests", "2", "--config"]
+    bad = runner.invoke(app, [*argv, '{"MODE": "launch_error"}'], env={"COLUMNS": "300"})
+    assert bad.exit_code == 2 and "launch_failed" in bad.stdout, bad.output
+    assert "did not run ok on 1 of 1 shape(s) (launch_failed)" in bad.stderr
+    good = runner.invoke(app, [*argv, '{"MODE": "ok"}'], env={"COLUMNS": "300"})
+    assert good.exit_code == 0 and " ok " in good.stdout, good.output
+
+
+def test_space_without_facts_uses_this_machines_device():
+    import torch
+
+    runner = CliRunner()
+    here = runner.invoke(
+        app, ["space", str(ROOT / "search_spaces" / "matmul_cpu.yaml")], env={"COLUMNS": "300"}
+    )
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    assert here.exit_code == 0 and f"valid on {device};" in here.stdout, here.output
+    h200 = runner.invoke(app, ["space", str(ROOT / "search_spaces" / "matmul_cpu.yaml"), "--facts", "h200"])
+    assert h200.exit_code == 0 and "valid on h200;" in h200.stdout, h200.output
+
+
+def test_replay_budget_is_trials_and_evaluations_a_deprecated_alias(tmp_path):
+    land = str(ROOT / "bench" / "landscapes" / "gemm_fp8_128x24576x1536.json")
+    common = [land, "--strategy", "random", "--seeds", "1", "--depth", "2", "--no-transfer"]
+    runner = CliRunner()
+    new = runner.invoke(app, ["replay", *common, "--trials", "3", "--json", str(tmp_path / "new.json")])
+    assert new.exit_code == 0 and "deprecated" not in new.stderr, new.output
+    old = runner.invoke(app, ["replay", *common, "--evaluations", "3", "--json", str(tmp_path / "old.json")])
+    assert old.exit_code == 0 and old.stderr.strip() == "warning: --evaluations is deprecated: use --trials"
+    (run,) = json.loads((tmp_path / "old.json").read_text())
+    assert len(run["best_after"]) == 3
+    assert json.loads((tmp_path / "new.json").read_text())[0]["configs"] == run["configs"]

@@ -73,9 +73,13 @@ def check_no_duplicates(url: str) -> None:
     assert len(hashes) == len(set(hashes)), "a config was measured twice"
     assert store.trials.duplicate_measurements() == 0
     assert len(set(hashes)) == SPACE_SIZE
-    assert all(t.status is TrialStatus.OK for t in ran), [
-        (t.config, t.status, t.error) for t in ran if t.error
+    # Behaviour, not speed: every config ran once and ended ok, or as `timeout` when a loaded machine
+    # starved a candidate past the adaptive run limit (10 s floor); anything else is a bug, named here.
+    failed = [
+        (t.config, t.status.value, (t.error or "")[-300:]) for t in ran if t.status is not TrialStatus.OK
     ]
+    assert all(status == TrialStatus.TIMEOUT.value for _, status, _ in failed), failed
+    assert any(t.status is TrialStatus.OK for t in ran), failed
     assert store.claims.running(key) == {}
     # a consistent best row: the lowest median over each config's measurements (its search trial and the
     # finalists' re-timings, which every searcher adds), a once-measured config not outranking the finalists
@@ -94,8 +98,10 @@ def check_no_duplicates(url: str) -> None:
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_eight_processes_on_a_fresh_postgres(pg_url):
-    # no `db upgrade` first: the processes race to create our schema and Optuna's on an empty database
-    results = run_many(pg_url, 8)
+    # no `db upgrade` first: the processes race to create our schema and Optuna's on an empty database.
+    # Generous limits: eight searches on a shared 2-core machine are slow, and this test is about claims
+    # (a lease a starved renewal thread lets lapse would let a second process measure a config again).
+    results = run_many(pg_url, 8, env={"AUTOTUNE_LEASE": "600", "AUTOTUNE_START_TIMEOUT": "600"})
     for r in results:
         assert r.returncode == 0, r.stderr[-2000:]
         assert "Traceback" not in r.stderr

@@ -49,7 +49,7 @@ def job_text(**fields: str) -> str:
         "name": "hostile",
         "devices": "cpu",
         "strategy": "random",
-        "evaluations": "2",
+        "trials": "2",
         "kernels": f"[{{file: {json.dumps(str(MATMUL))}, shapes: ['M=64,N=64,K=64']}}]",
     }
     lines.update(fields)
@@ -117,7 +117,7 @@ def test_job_file_not_utf8_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     "text, where",
     [
-        (job_text() + "evaluations: 5\n", 6),  # the later value won, silently
+        (job_text() + "trials: 5\n", 6),  # the later value won, silently
         (job_text(verify="{repeats: 5, repeats: 50}"), 6),
         (
             job_text(
@@ -172,7 +172,7 @@ def test_poisoned_requests_are_skipped_and_the_valid_one_is_tuned(sqlite_url, tm
         "devices": "cpu",
         "kernels": [{"file": str(MATMUL), "shapes": ["requested"]}],
         "strategy": "random",
-        "evaluations": 2,
+        "trials": 2,
         "seed": 0,
         "num_tests": 3,
         "verify": False,

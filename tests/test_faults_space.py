@@ -51,7 +51,8 @@ def run(*args: str) -> tuple[subprocess.CompletedProcess, float]:
 
 
 def autotune_space(path: Path, *extra: str) -> subprocess.CompletedProcess:
-    proc, _ = run("-m", "autotune", "space", str(path), *extra)
+    # the H200's facts, as the messages below expect (without --facts: this machine's device)
+    proc, _ = run("-m", "autotune", "space", str(path), "--facts", "h200", *extra)
     return proc
 
 
@@ -319,7 +320,7 @@ def test_space_command_small_unsatisfiable_space_is_exit_2(tmp_path):
 
     path = tmp_path / "x.yaml"
     path.write_text("name: t\nparams:\n  A: [1, 2, 3]\n  B: [1, 2]\nconstraints:\n  - A + B > 100\n")
-    result = CliRunner().invoke(app, ["space", str(path)])
+    result = CliRunner().invoke(app, ["space", str(path), "--facts", "h200"])
     assert result.exit_code == 2
     assert "no valid config on h200: all 6 combinations violate a constraint" in result.output, result.output
     result = CliRunner().invoke(app, ["space", "--help"])
@@ -327,7 +328,7 @@ def test_space_command_small_unsatisfiable_space_is_exit_2(tmp_path):
 
 
 def test_space_command_counts_a_small_space():
-    proc, _ = run("-m", "autotune", "space", "tests/data/spaces/gemm_example.yaml")
+    proc, _ = run("-m", "autotune", "space", "tests/data/spaces/gemm_example.yaml", "--facts", "h200")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines() == [
         "gemm_fp8: 9 params, 36,864 combinations, 31,296 valid on h200; hash "

@@ -93,6 +93,21 @@ def test_nearest_shape_logs_debug(store, caplog):
     assert best_config("gemm", db=store.url, device="cpu", default=DEFAULT, S=64) is DEFAULT
 
 
+def test_an_unknown_dimension_name_warns_once_with_a_hint(store, caplog):
+    """``KK=256`` for ``K`` is a typo that would give the default config forever: one warning says so."""
+    tune(store, {"M": 64, "K": 128}, {"BLOCK": 64})
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
+        for _ in range(3):
+            assert best_config("gemm", db=store.url, device="cpu", default=DEFAULT, M=64, KK=256) is DEFAULT
+        assert best_config("gemm", db=store.url, device="cpu", default=DEFAULT, M=64, KK=512) is DEFAULT
+    (msg,) = warnings_of(caplog)
+    assert "unknown dimension KK (did you mean K?)" in msg and "M,K" in msg, msg
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="autotune.runtime.lookup"):
+        assert best_config("gemm", db=store.url, device="cpu", M=70, K=100) == {"BLOCK": 64}  # right names
+    assert not warnings_of(caplog)
+
+
 def test_default_when_nothing_tuned(store, caplog):
     tune(store, {"M": 64}, {"BLOCK": 64})
     assert best_config("other", db=store.url, device="cpu", default=DEFAULT, M=64) is DEFAULT

@@ -41,7 +41,7 @@ def write_job(tmp_path: Path, url: str, name: str = "job", **fields) -> Path:
         "devices": "cpu",
         "kernels": [{"file": str(MATMUL), "shapes": ["M=64,N=64,K=64"]}],
         "strategy": "random",
-        "evaluations": 3,
+        "trials": 3,
         "seed": 0,
         "num_tests": 3,
         "verify": {"repeats": 5, "reference": False},
@@ -49,7 +49,9 @@ def write_job(tmp_path: Path, url: str, name: str = "job", **fields) -> Path:
     }
     doc.update(fields)
     path = tmp_path / f"{name}.yaml"
-    path.write_text(json.dumps(doc))  # JSON is YAML
+    path.write_text(
+        json.dumps({k: v for k, v in doc.items() if v is not None})
+    )  # JSON is YAML; None: left out
     return path
 
 
@@ -79,7 +81,7 @@ def continue_from(one_run_db: Path, sqlite_url: str) -> None:
             [
                 "typo_field: unknown field",
                 "strategy: unknown strategy 'annealing'",
-                "evaluations: must be >= 1 (got 0)",
+                "trials: must be >= 1 (got 0)",
                 "budget_s: must be >= 0",
                 "deadline: expected HH:MM",
                 "requested.min_count: must be >= 1",
@@ -105,6 +107,27 @@ def test_bad_job_files_are_one_line_per_mistake(job, expected, tmp_path):
     for line, want in zip(lines, expected, strict=True):
         assert want in line and job in line
     assert "Traceback" not in proc.stderr and not db.exists()
+
+
+def test_the_budget_is_trials_and_evaluations_a_deprecated_alias(tmp_path, caplog):
+    """One name for the budget across search (--trials), job files and replay; the old name still reads."""
+    import logging
+
+    from autotune.errors import SettingsError
+    from autotune.jobs.nightly import load_job
+
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    with caplog.at_level(logging.WARNING, logger="autotune.jobs.nightly.job"):
+        job = load_job(write_job(tmp_path, url, trials=7, kernels=[{"file": str(MATMUL), "trials": 4}]))
+    assert job.evaluations == 7 and job.evaluations_for(job.kernels[0]) == 4 and not caplog.records
+    old = {"file": str(MATMUL), "evaluations": 4}
+    with caplog.at_level(logging.WARNING, logger="autotune.jobs.nightly.job"):
+        job = load_job(write_job(tmp_path, url, name="old", trials=None, evaluations=5, kernels=[old]))
+    said = [r.getMessage() for r in caplog.records]
+    assert job.evaluations == 5 and job.evaluations_for(job.kernels[0]) == 4
+    assert len(said) == 2 and all("is deprecated: call it trials" in m for m in said), said
+    with pytest.raises(SettingsError, match="give trials only"):
+        load_job(write_job(tmp_path, url, name="both", evaluations=5))
 
 
 def test_a_shape_that_does_not_fit_the_kernel_is_an_error(sqlite_url, tmp_path):
@@ -160,7 +183,7 @@ def test_recorded_misses_flow_into_the_next_job(one_run_db, sqlite_url, tmp_path
         sqlite_url,
         name="requested",
         verify=False,
-        evaluations=2,
+        trials=2,
         kernels=[{"file": str(MATMUL), "shapes": ["requested"]}],
     )
     plan = autotune("nightly", str(requested), "--dry-run")
@@ -214,7 +237,7 @@ def test_two_concurrent_runs_never_measure_twice(sqlite_url, tmp_path):
         tmp_path,
         sqlite_url,
         verify=False,
-        evaluations=6,
+        trials=6,
         kernels=[{"file": str(MATMUL), "shapes": ["M=64,N=64,K=64", "M=32,N=64,K=64"]}],
     )
     Store(sqlite_url).schema.upgrade()

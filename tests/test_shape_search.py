@@ -1,6 +1,6 @@
 """The one search loop: ``autotune replay`` is ``autotune search``'s ``ShapeSearch`` on the simulated
-backend, so a replayed run and a search of the same landscape with the same seed evaluate the same configs
-in the same order."""
+backend, so a replayed run and a search of the same landscape with the same strategy seed evaluate the same
+configs in the same order (a replay's run seed gives each strategy its own: ``replay.strategy_seed``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from autotune.search.base import load_history
 from autotune.settings import SearchSettings
 from autotune.space import Space
 from autotune.store import Store
-from autotune.tuning.replay import history_store, replay_one
+from autotune.tuning.replay import history_store, replay_one, strategy_seed
 from autotune.tuning.tuner import Tuner
 from tests.test_auto import SPACE, landscape, shifting
 from tests.test_engine import sim_info
@@ -31,7 +31,12 @@ def test_a_replay_is_the_search_on_the_simulated_backend(sqlite_url, strategy):
     env = simulated_env(target.device_name, target.facts)
     history = load_history(store.history, target.kernel, target.space, env)
     settings = SearchSettings(
-        devices="sim:0", strategy=strategy, trials=14, seed=3, compile_workers=0, retime_top=0
+        devices="sim:0",
+        strategy=strategy,
+        trials=14,
+        seed=strategy_seed(3, strategy),  # what replay_one's seed 3 gives the strategy
+        compile_workers=0,
+        retime_top=0,
     )
     events = []
     tuner = Tuner(

@@ -187,3 +187,47 @@ def test_a_timing_worker_measures_only_after_its_warm_up(tmp_path, monkeypatch):
     assert [r["pid"] for r in timed] == [pids["timer"]] and timed[0]["t0"] >= warm_ups[0]["t1"]
     # the compile worker's job shows in its own lane
     assert any(r["pid"] == pids["compiler"] and "compile (compile job)" in r["w"] for r in rows)
+
+
+THREADS_KERNEL = """
+import torch
+from autotune.kernel.contract import Kernel
+
+
+class Threads(Kernel):
+    name = "threads"
+    kernel_names = ("threads_op",)
+    shape_params = ("N",)
+    default_shapes = ({"N": 4},)
+    space = {"name": "threads", "params": {"X": [1]}}
+    default_config = {"X": 1}
+    dtypes = {"x": "float32"}
+
+    def make_inputs(self, shape, device):
+        return torch.zeros(shape["N"])
+
+    def compile(self, config, x):
+        raise RuntimeError(f"threads={torch.get_num_threads()}")  # what the timing worker runs kernels on
+
+    def reference(self, x):
+        return x
+
+
+KERNEL = Threads()
+"""
+
+
+@pytest.mark.parametrize("omp", [None, "2"])
+def test_a_cpu_timing_worker_runs_one_thread_unless_omp_num_threads_says(tmp_path, monkeypatch, omp):
+    """torch's one thread per core made every small op of a CPU kernel wait at a barrier for a core another
+    process held (a call 15-60x slower on a loaded machine): one thread, unless the user sets OMP_NUM_THREADS."""
+    path = tmp_path / "threads.py"
+    path.write_text(THREADS_KERNEL)
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    with Worker(str(path), "cpu", EvalOptions(num_tests=2)) as w:
+        w.start()
+        res = w.evaluate({"X": 1}, {"N": 4})
+    assert res.status is TrialStatus.COMPILE_FAILED and f"threads={omp or 1}" in (res.error or ""), res.error

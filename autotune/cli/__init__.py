@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -41,9 +41,29 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Find the fastest correct config of a GPU kernel and keep it in a database.",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from autotune import __version__
+
+        typer.echo(f"autotune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit"),
+    ] = False,
+) -> None:
+    """Find the fastest correct config of a GPU kernel and keep it in a database."""
+
+
 # in the order `autotune --help` lists them: the workflow, the kernel-file tools, the jobs, then the groups
 app.add_typer(search.app)  # search
-app.add_typer(inspect.app)  # best, show, export
+app.add_typer(inspect.app)  # best, show, trials, export
 app.add_typer(tools.kernel_app)  # check, space, bench
 app.add_typer(jobs.app)  # nightly, report
 app.add_typer(tools.replay_app)  # replay

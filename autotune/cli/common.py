@@ -8,6 +8,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from autotune.errors import SettingsError
 from autotune.trial import fmt_config  # noqa: F401  (the one formatter, shared with the progress lines)
@@ -16,10 +17,21 @@ from autotune.trial import fmt_config  # noqa: F401  (the one formatter, shared 
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
+
+def opt_help(text: str, *, env: str | None = None, default: object = None) -> str:
+    """An option's help with its environment variable and default as ``[env: VAR; default: X]``.
+
+    Typer renders help as rich markup, where a bare ``[env: AUTOTUNE_DB]`` is a style tag and vanishes;
+    the suffix is escaped so that it reaches the screen. Use it for every option that has either."""
+    parts = ([f"env: {env}"] if env else []) + ([f"default: {default}"] if default is not None else [])
+    return f"{text} {escape('[' + '; '.join(parts) + ']')}" if parts else text
+
+
 DbOption = Annotated[
     str | None,
     typer.Option(
-        "--db", help="Database URL or SQLite path [env: AUTOTUNE_DB]; default: the embedded SQLite file"
+        "--db",
+        help=opt_help("Database URL or SQLite path", env="AUTOTUNE_DB", default="the embedded SQLite file"),
     ),
 ]
 ShapesOption = Annotated[

@@ -1,5 +1,6 @@
-"""Reading the database: ``autotune best`` (JSON for scripts), ``show`` (a table), ``export`` (a file
-``best_config`` reads without a database, or ``triton.Config`` lists)."""
+"""Reading the database: ``autotune best`` (the best configs), ``show`` (every key), ``trials`` (a key's
+trials with their errors), each as JSON or a table (``-f``); ``export`` (a file ``best_config`` reads
+without a database, or ``triton.Config`` lists)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from autotune.cli.common import DbOption, out
+from autotune.cli.common import DbOption, ShapesOption, fmt_config, opt_help, out
 from autotune.errors import NotFoundError, SettingsError
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
-    from autotune.records import BestRecord
+    from autotune.records import BestRecord, KeyState
+    from autotune.shapes import Shape
     from autotune.store import Store
 
 app = typer.Typer()
@@ -39,6 +41,48 @@ def best_dict(r: BestRecord) -> dict[str, Any]:
     return d
 
 
+def format_option(default: str) -> Any:
+    """``-f/--format json|table``, as Optuna's CLI: JSON for scripts, a table for people."""
+    return typer.Option("--format", "-f", help=opt_help("json or table", default=default))
+
+
+def _check_format(fmt: str) -> str:
+    if fmt not in ("json", "table"):
+        raise SettingsError(f"--format {fmt!r}: choose json or table")
+    return fmt
+
+
+def _jsonable(value: Any) -> Any:
+    return str(value) if isinstance(value, datetime) else value
+
+
+def _key_states(store: Store, kernel: str, what: str) -> list[KeyState]:
+    """The keys of ``kernel``; none: ``NotFoundError`` naming ``what`` was looked for, with the kernels the
+    database knows (and the one ``kernel`` most likely misspells)."""
+    from autotune.shapes import closest
+
+    states = store.history.key_states(kernel)
+    if states:
+        return states
+    known = sorted({s.kernel_name for s in store.history.key_states()})
+    hint = ""
+    if known:
+        near = closest(kernel, known)
+        hint = (f"; did you mean {near!r}?" if near else "") + f" (known kernels: {', '.join(known)})"
+    raise NotFoundError(f"no {what} of {kernel!r} in {store.masked_url}{hint}")
+
+
+def _shape_dims(text: str, dims: Shape, states: list[KeyState]) -> Shape:
+    """``--shape`` (``text``, parsed: ``dims``), its names checked against the kernel's stored shapes (a
+    typo: one line, with a did-you-mean)."""
+    from autotune.shapes import check_shape
+
+    params = list(states[0].dims)
+    if set(dims) != set(params):
+        check_shape(dims, params, what=repr(text))  # raises ShapeError naming the unknown and missing names
+    return {p: dims[p] for p in params}
+
+
 def _open(db: str | None) -> Store:
     from autotune.store import Store
 
@@ -53,16 +97,37 @@ def best(
     ] = None,
     device_name: Annotated[str | None, typer.Option(help="Device name as stored (default: any)")] = None,
     db: DbOption = None,
+    fmt: Annotated[str, format_option("json")] = "json",
 ) -> None:
-    """Print the stored best config(s) of KERNEL as JSON (for scripts)."""
+    """Print the stored best config(s) of KERNEL: JSON (for scripts) or a table."""
     from autotune.shapes import parse_shape
 
-    dims = parse_shape(shape) if shape else None
+    _check_format(fmt)
+    parsed = parse_shape(shape) if shape else None  # bad input fails before the database is opened
     store = _open(db)
+    states = _key_states(store, kernel, "tuned config")
+    dims = _shape_dims(shape, parsed, states) if shape and parsed else None
     rows = [r for r in store.trials.best(kernel, device_name=device_name) if dims is None or r.dims == dims]
     if not rows:
         where = f" for {shape}" if shape else ""
         raise NotFoundError(f"no tuned config of {kernel!r}{where} in {store.masked_url}")
+    if fmt == "table":
+        table = Table(title=f"{kernel}: best configs in {store.masked_url}")
+        for col in ("shape", "device", "config", "time", "TFLOP/s", "samples", "spread", "source"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(
+                r.shape_key,
+                r.device_name,
+                fmt_config(r.config),
+                fmt_time(r.time_s),
+                f"{r.tflops:.3g}" if r.tflops else "-",
+                str(r.samples or 1),
+                f"±{r.spread * 100:.1f}%" if r.spread is not None else "-",
+                r.source_hash[:8],
+            )
+        out.print(table)
+        return
     data = [best_dict(r) for r in rows]
     typer.echo(json.dumps(data[0] if shape and len(data) == 1 else data, indent=2))
 
@@ -73,15 +138,25 @@ def show(
     requests: Annotated[
         bool, typer.Option("--requests", help="Shapes best_config was asked for and had no tuned config for")
     ] = False,
+    fmt: Annotated[str, format_option("table")] = "table",
 ) -> None:
     """List kernels, shapes, devices and studies with trial counts."""
+    _check_format(fmt)
     store = _open(db)
     if requests:
+        if fmt == "json":
+            raise SettingsError("--requests prints a table only: leave out --format json")
         from autotune.jobs.nightly.requests_table import requests_table
 
         out.print(requests_table(store))
         return
-    rows = store.history.key_states()
+    rows = sorted(store.history.key_states(), key=lambda r: (r.kernel_name, r.shape_key, r.key_id))
+    if fmt == "json":
+        from dataclasses import asdict
+
+        data = [{k: _jsonable(v) for k, v in asdict(r).items()} | {"trials": r.trials} for r in rows]
+        typer.echo(json.dumps(data, indent=2))
+        return
     table = Table(title=f"autotune database {store.masked_url}")
     for col in (
         "kernel",
@@ -95,7 +170,7 @@ def show(
         "TFLOP/s",
     ):
         table.add_column(col)
-    for r in sorted(rows, key=lambda r: (r.kernel_name, r.shape_key, r.key_id)):
+    for r in rows:
         table.add_row(
             f"{r.kernel_name} ({r.source_hash[:8]})",
             r.shape_key,
@@ -110,6 +185,85 @@ def show(
     out.print(table)
     if not rows:
         out.print("nothing tuned yet: run `autotune search FILE`")
+
+
+@app.command()
+def trials(
+    kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. gemm_fp8")],
+    shape: ShapesOption = None,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(help="Only trials of this status: ok, invalid, timeout, crashed, ... (repeatable)"),
+    ] = None,
+    device_name: Annotated[str | None, typer.Option(help="Device name as stored (default: any)")] = None,
+    db: DbOption = None,
+    fmt: Annotated[str, format_option("table")] = "table",
+) -> None:
+    """List the stored trials of KERNEL (each shape, device and source) with their status and error."""
+    from autotune.shapes import parse_shape
+
+    _check_format(fmt)
+    wanted = _statuses(status)
+    parsed = [(s, parse_shape(s)) for s in shape or ()]  # bad input fails before the database is opened
+    store = _open(db)
+    states = _key_states(store, kernel, "trials")
+    shapes = [_shape_dims(text, dims, states) for text, dims in parsed]
+    keys = [
+        k
+        for k in states
+        if (not shapes or k.dims in shapes) and (device_name is None or k.device_name == device_name)
+    ]
+    rows = [
+        (k, t)
+        for k in keys
+        for t in store.trials.recorded(k.key_id, retimed=True)
+        if not wanted or t.status.value in wanted
+    ]
+    if fmt == "json":
+        data = [
+            {"shape": k.shape_key, "device": k.device_name, "source_hash": k.source_hash, **t.to_dict()}
+            for k, t in rows
+        ]
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    table = Table(title=f"{kernel}: {len(rows)} trial(s) in {store.masked_url}")
+    for col in ("shape", "device", "config", "status", "time", "TFLOP/s", "kind", "error"):
+        table.add_column(col)
+    for k, t in rows:
+        table.add_row(
+            k.shape_key,
+            k.device_name,
+            fmt_config(t.config),
+            t.status.value,
+            fmt_time(t.time_s),
+            f"{t.tflops:.3g}" if t.tflops else "-",
+            t.kind,
+            _last_line(t.error),
+        )
+    out.print(table)
+
+
+def _last_line(error: str | None) -> str:
+    """The line of an error that says what went wrong (a traceback's last), escaped: an error's text is
+    not rich markup."""
+    from rich.markup import escape
+
+    lines = (error or "").strip().splitlines()
+    return escape(lines[-1][:160]) if lines else ""
+
+
+def _statuses(given: list[str] | None) -> set[str]:
+    """``--status`` values, each a trial status (a typo: one line with a did-you-mean)."""
+    from autotune.shapes import closest
+    from autotune.trial import TrialStatus
+
+    known = [s.value for s in TrialStatus]
+    for name in given or ():
+        if name not in known:
+            near = closest(name, known)
+            hint = f"did you mean {near}? " if near else ""
+            raise SettingsError(f"--status {name!r}: {hint}choose from {', '.join(known)}")
+    return set(given or ())
 
 
 @app.command()
@@ -145,6 +299,8 @@ def _export_json(store: Store, out_file: Path, kernel: str | None) -> None:
 
     from autotune.records import EXPORT_FORMAT, EXPORT_VERSION
 
+    if kernel:
+        _key_states(store, kernel, "tuned config")  # an unknown name: exit 1 with the known kernels
     kernels = [kernel] if kernel else sorted({r.kernel_name for r in store.history.key_states()})
     records = [r.to_json() for k in kernels for r in store.trials.best(k)]
     if not records:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from autotune.cli.common import DbOption, ShapesOption, check_strategy, err, fmt_config, out
+from autotune.cli.common import DbOption, ShapesOption, check_strategy, err, fmt_config, opt_help, out
 from autotune.errors import DatabaseUnreachableError, SettingsError
 from autotune.trial import fmt_time
 
@@ -30,42 +30,71 @@ app = typer.Typer()
 
 FileArgument = Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL (see README)")]
 TrialsOption = Annotated[
-    int | None, typer.Option(help="New evaluations per shape [env: AUTOTUNE_TRIALS; default 40]")
+    int | None,
+    typer.Option("--trials", help=opt_help("New evaluations per shape", env="AUTOTUNE_TRIALS", default=40)),
 ]
-TimeoutOption = Annotated[float | None, typer.Option(help="Wall-clock seconds per shape (0 = none)")]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(help=opt_help("Wall-clock seconds per shape (0 = none)", env="AUTOTUNE_TIMEOUT", default=0)),
+]
 StrategyOption = Annotated[
     str | None,
     typer.Option(
         "--strategy",
         "--sampler",
-        help="auto (default), tpe, random, exhaustive (= grid) [env: AUTOTUNE_STRATEGY]",
+        help=opt_help("auto, tpe, random, exhaustive (= grid)", env="AUTOTUNE_STRATEGY", default="auto"),
     ),
 ]
-SeedOption = Annotated[int | None, typer.Option(help="Strategy seed")]
+SeedOption = Annotated[
+    int | None, typer.Option(help=opt_help("Strategy seed", env="AUTOTUNE_SEED", default="none: random"))
+]
 RetimeTopOption = Annotated[
     int | None,
     typer.Option(
-        help="Finalists re-timed before a best is declared (default 3; 0 = none) [env: AUTOTUNE_RETIME_TOP]"
+        help=opt_help(
+            "Finalists re-timed before a best is declared (0 = none)", env="AUTOTUNE_RETIME_TOP", default=3
+        )
     ),
 ]
 RetimeRoundsOption = Annotated[
     int | None,
-    typer.Option(help="Interleaved re-timing rounds (default 3) [env: AUTOTUNE_RETIME_ROUNDS]"),
+    typer.Option(help=opt_help("Interleaved re-timing rounds", env="AUTOTUNE_RETIME_ROUNDS", default=3)),
 ]
 DevicesOption = Annotated[
     str | None,
     typer.Option(
         "--devices",
         "--device",
-        help="cuda, cuda:N, cuda:0,cuda:1, all or cpu (default: cuda if present) [env: AUTOTUNE_DEVICES]",
+        help=opt_help(
+            "cuda, cuda:N, cuda:0,cuda:1, all or cpu", env="AUTOTUNE_DEVICES", default="cuda if present"
+        ),
     ),
 ]
-NumTestsOption = Annotated[int | None, typer.Option(help="Timed calls per measurement")]
-CompileTimeoutOption = Annotated[float | None, typer.Option(help="Seconds a config may take to compile")]
-RunTimeoutOption = Annotated[float | None, typer.Option(help="Seconds a config may take to check and time")]
+NumTestsOption = Annotated[
+    int | None,
+    typer.Option(help=opt_help("Timed calls per measurement", env="AUTOTUNE_NUM_TESTS", default=30)),
+]
+CompileTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        help=opt_help("Seconds a config may take to compile", env="AUTOTUNE_COMPILE_TIMEOUT", default=180)
+    ),
+]
+RunTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        help=opt_help("Seconds a config may take to check and time", env="AUTOTUNE_RUN_TIMEOUT", default=120)
+    ),
+]
 CompileWorkersOption = Annotated[
     int | None,
-    typer.Option(help="Processes compiling ahead of the timing workers (default: cores - 1 with GPUs)"),
+    typer.Option(
+        help=opt_help(
+            "Processes compiling ahead of the timing workers",
+            env="AUTOTUNE_COMPILE_WORKERS",
+            default="cores - 1 with GPUs, 0 on a CPU",
+        )
+    ),
 ]
 ConfigsOption = Annotated[
     Path | None,

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from autotune.cli.common import DbOption, ShapesOption, fail, fmt_config, out
+from autotune.cli.common import DbOption, ShapesOption, err, fail, fmt_config, opt_help, out
 from autotune.errors import SettingsError
 from autotune.trial import fmt_time
 
@@ -65,7 +66,12 @@ def check(
 @kernel_app.command()
 def space(
     path: Annotated[Path | None, typer.Argument(help="A search_spaces/*.yaml file")] = None,
-    facts: Annotated[str, typer.Option(help="Device facts: h200, h100 or cpu")] = "h200",
+    facts: Annotated[
+        str | None,
+        typer.Option(
+            help=opt_help("Device facts: h200, h100, cuda (this GPU) or cpu", default="this machine's")
+        ),
+    ] = None,
     show_configs: Annotated[
         int,
         typer.Option(
@@ -99,9 +105,9 @@ def space(
             return
     elif path is None:
         raise SettingsError("give a space file (FILE.yaml), or --from-triton FILE.py:NAME")
-    fact_values = _device_facts(facts)
     sp = Space.from_yaml(path)
-    summary = _count_configs(sp, fact_values, facts, show_configs)
+    label, fact_values = _device_facts(facts)
+    summary = _count_configs(sp, fact_values, label, show_configs)
     out.print(
         f"{sp.name}: {len(sp.params)} params, {summary}; hash {sp.hash()[:16]}",
         highlight=False,
@@ -122,14 +128,26 @@ def _space_from_triton(spec: str, out_path: Path | None, product: bool) -> Path 
     return out_path
 
 
-def _device_facts(facts: str) -> dict[str, Any]:
+def _device_facts(facts: str | None) -> tuple[str, dict[str, Any]]:
+    """(what the facts are of, the facts): a preset, this machine's GPU (``cuda``) or CPU, or by default
+    this machine's device (its GPU when it has one, else its CPU: an H200's facts on a laptop would
+    count configs that machine cannot run)."""
     from autotune.env import DEVICE_PRESETS, device_facts
 
-    if facts == "cpu":
-        return device_facts("cpu")
     if facts in DEVICE_PRESETS:
-        return DEVICE_PRESETS[facts]
-    raise SettingsError(f"unknown device facts {facts!r}: choose cpu or {', '.join(DEVICE_PRESETS)}")
+        return facts, DEVICE_PRESETS[facts]
+    if facts not in (None, "cpu", "cuda"):
+        raise SettingsError(
+            f"unknown device facts {facts!r}: choose cpu, cuda or {', '.join(DEVICE_PRESETS)}"
+        )
+    if facts != "cpu":
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(), device_facts("cuda")
+        if facts == "cuda":
+            raise SettingsError("--facts cuda: this machine has no CUDA device")
+    return "cpu", device_facts("cpu")
 
 
 def _count_configs(sp: Space, fact_values: dict[str, Any], facts: str, show_configs: int) -> str:
@@ -184,8 +202,13 @@ def bench(
     table = Table(title=f"{file.name}: Kineto device time, L2 flushed before each call")
     for col in ("shape", "config", "status", "time", "TFLOP/s", "GB/s", "spread"):
         table.add_column(col)
-    _bench_rows(table, file, shapes, cfg, device, num_tests)
+    statuses = _bench_rows(table, file, shapes, cfg, device, num_tests)
     out.print(table)
+    failed = [s for s in statuses if s != "ok"]
+    if failed:  # a script timing a config must not read a timeout as a measurement
+        fail(
+            f"{file}: the config did not run ok on {len(failed)} of {len(statuses)} shape(s) ({', '.join(failed)})"
+        )
 
 
 def _bench_rows(
@@ -195,8 +218,9 @@ def _bench_rows(
     cfg: dict[str, Any] | None,
     device: str | None,
     num_tests: int,
-) -> None:
-    """Time ``cfg`` (None: the kernel's default) on each shape in one worker, a table row each."""
+) -> list[str]:
+    """Time ``cfg`` (None: the kernel's default) on each shape in one worker, a table row each; the status
+    of each."""
     from autotune.engine import EvalOptions, Worker
     from autotune.settings import SearchSettings
 
@@ -215,8 +239,10 @@ def _bench_rows(
         sp = Space.from_dict(info.meta.space)
         cfg = sp.normalize(cfg) if cfg is not None else dict(info.meta.default_config)
         targets = [check_shape(s, info.meta.shape_params) for s in (shapes or info.meta.default_shapes)]
+        statuses = []
         for s in targets:
             r = worker.evaluate(cfg, s)
+            statuses.append(r.status.value)
             table.add_row(
                 format_shape(s),
                 fmt_config(cfg),
@@ -224,8 +250,9 @@ def _bench_rows(
                 fmt_time(r.time_s),
                 f"{r.tflops:.3g}" if r.tflops else "-",
                 f"{r.gbps:.3g}" if r.gbps else "-",
-                f"{r.spread:.1%}" if r.spread is not None else (r.error or "")[:60],
+                f"{r.spread:.1%}" if r.spread is not None else escape((r.error or "")[:60]),
             )
+    return statuses
 
 
 @landscape_app.command("export")
@@ -251,9 +278,14 @@ def landscape_export(
 def replay(
     landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
     strategy: Annotated[str, typer.Option(help="Strategies, comma-separated")] = "auto,tpe",
-    evaluations: Annotated[int, typer.Option(help="Evaluations per search")] = 40,
+    trials: Annotated[
+        int, typer.Option("--trials", help="New evaluations per search, as search's --trials")
+    ] = 40,
+    evaluations: Annotated[
+        int | None, typer.Option("--evaluations", hidden=True, help="Deprecated: --trials")
+    ] = None,
     budgets: Annotated[
-        str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,EVALUATIONS)")
+        str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,TRIALS)")
     ] = None,
     seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
     transfer: Annotated[
@@ -274,9 +306,12 @@ def replay(
     from autotune.tuning.landscape import load_landscape
 
     names = _strategies(strategy)
-    if evaluations < 1 or seeds < 1 or depth < 1:
-        raise SettingsError("--evaluations, --seeds and --depth must be at least 1")
-    report_at = _budgets(budgets, evaluations)
+    if evaluations is not None:  # the budget's old name here; one name everywhere now
+        err.print("warning: --evaluations is deprecated: use --trials", highlight=False)
+        trials = evaluations
+    if trials < 1 or seeds < 1 or depth < 1:
+        raise SettingsError("--trials, --seeds and --depth must be at least 1")
+    report_at = _budgets(budgets, trials)
     targets = [load_landscape(p) for p in landscapes]
     extra = [load_landscape(p) for p in preload or ()]
     logging.getLogger("autotune").setLevel(logging.WARNING)
@@ -284,7 +319,7 @@ def replay(
         runs = rp.replay(
             targets,
             names,
-            evaluations,
+            trials,
             range(seeds),
             transfer=transfer,
             preload=extra,
@@ -308,10 +343,10 @@ def _strategies(text: str) -> list[str]:
     return names
 
 
-def _budgets(text: str | None, evaluations: int) -> list[int]:
-    """The budgets to report regret at: ``--budgets`` (default 10, 20 and ``evaluations``), within range."""
+def _budgets(text: str | None, trials: int) -> list[int]:
+    """The budgets to report regret at: ``--budgets`` (default 10, 20 and ``trials``), within range."""
     try:
-        report_at = sorted({int(b) for b in text.split(",")}) if text else sorted({10, 20, evaluations})
+        report_at = sorted({int(b) for b in text.split(",")}) if text else sorted({10, 20, trials})
     except ValueError:
         raise SettingsError(f"--budgets {text!r}: comma-separated integers") from None
-    return [b for b in report_at if 1 <= b <= evaluations]
+    return [b for b in report_at if 1 <= b <= trials]

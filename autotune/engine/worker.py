@@ -104,6 +104,12 @@ def _load(kernel_path: str, device: str) -> tuple[Any, WorkerInfo]:
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if device == "":
         device = "cuda" if count else "cpu"
+    if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        # One thread for a CPU timing worker unless the user says otherwise (OMP_NUM_THREADS). With torch's
+        # default of one per core, every op of a kernel made of small ops waits at an OpenMP barrier for a
+        # core that the orchestrator or another process holds: on a loaded 2-core machine a matmul_cpu call
+        # took 2.4-10 s on 2 threads and 0.09-0.18 s on one (bench/RESULTS.md section 13).
+        torch.set_num_threads(1)
     if device.startswith("cuda"):
         if not count:
             raise AutotuneError(f"device {device!r} asked for, but this machine's torch sees no CUDA GPU")

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from autotune import settings
 from autotune.env import current_device_name
 from autotune.runtime import requests_log as _requests
-from autotune.shapes import format_shape, shape_distance
+from autotune.shapes import closest, format_shape, shape_distance
 
 if TYPE_CHECKING:
     from autotune.records import BestRecord
@@ -439,6 +439,33 @@ def _warn_once(what: tuple[str, ...], kernel: str, e: BaseException) -> None:
     )
 
 
+def _warn_unknown_dims(kernel: str, want: dict[str, int], rows: list[BestRecord]) -> None:
+    """A dimension name no tuned shape of the kernel has (``KK=256`` for ``K``) is a typo in the caller's
+    code that would silently give the default config forever: say so once per kernel and set of names."""
+    known = {name for r in rows for name in r.dims}
+    unknown = [name for name in want if name not in known]
+    if not unknown:
+        return  # the names are right (the tuned shapes' dims are not comparable): no typo to report
+    what = ("dims", kernel, *sorted(want))
+    with _lock:
+        if what in _warned:
+            return
+        _warned.add(what)
+    params = next(iter(rows)).dims
+    hints = []
+    for name in unknown:
+        hint = closest(name, [p for p in known if p not in want])
+        hints.append(f"{name} (did you mean {hint}?)" if hint else name)
+    log.warning(
+        "autotune: best_config(%r): unknown dimension %s: the tuned shapes of %r are %s; using the default "
+        "config. This warning is shown once.",
+        kernel,
+        ", ".join(hints),
+        kernel,
+        ",".join(params),
+    )
+
+
 def _loaded_version(module: str) -> str | None:
     """The version of an already-imported module (never imports it), without a local '+...' suffix."""
     v = getattr(sys.modules.get(module), "__version__", None)
@@ -468,6 +495,7 @@ def _choose(
         scored = [(d, r) for d, r in scored if math.isfinite(d)]
         if not scored:
             log.debug("best_config(%r): no tuned shape has the dims of %s", kernel, format_shape(want))
+            _warn_unknown_dims(kernel, want, rows)
             return None
         nearest = min(d for d, _ in scored)
         candidates = [r for d, r in scored if d == nearest]

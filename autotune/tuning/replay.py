@@ -30,7 +30,7 @@ from autotune.engine.simulated import simulated_env
 from autotune.search.base import FeatureFn, HistoryPoint, load_history
 from autotune.settings import SearchSettings
 from autotune.store import Owner
-from autotune.trial import TrialStatus
+from autotune.trial import TrialStatus, config_hash
 from autotune.tuning.landscape import Landscape
 from autotune.tuning.shape_search import SearchEngine, SearchStore, ShapeSearch, TrialEvent
 
@@ -50,6 +50,8 @@ class Run:
     proposals: int = 0
     invalid: int = 0
     repeats: int = 0
+    #: the hashes of the configs evaluated, in order: what tells two runs apart
+    configs: list[str] = field(default_factory=list)
 
     def regret(self, n: int) -> float:
         if not self.best_after:
@@ -153,6 +155,7 @@ def replay_one(
 
     def on_event(event: TrialEvent) -> None:
         run.best_after.append((event.best.time_s or math.inf) if event.best else math.inf)
+        run.configs.append(config_hash(event.result.config))
 
     search = ShapeSearch(
         target.shape,
@@ -169,13 +172,20 @@ def replay_one(
     return run
 
 
+def strategy_seed(seed: int, strategy: str) -> int:
+    """The seed a strategy gets in a replay's run ``seed``: one per (seed, strategy). The same number for
+    every strategy made TPE's random start-up trials the random strategy's, so the two replayed alike."""
+    digest = hashlib.sha256(f"replay seed {seed} strategy {strategy}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")  # within Optuna's and numpy's 0 .. 2**32 - 1
+
+
 def _settings(strategy: str, evaluations: int, seed: int) -> SearchSettings:
-    """A search's settings for a replay: the budget and seed; no deadline and no re-timing (a landscape
-    answers one time per config), whatever the environment says."""
+    """A search's settings for a replay: the budget and the strategy's seed; no deadline and no re-timing
+    (a landscape answers one time per config), whatever the environment says."""
     return SearchSettings(
         trials=evaluations,
         strategy=strategy,
-        seed=seed,
+        seed=strategy_seed(seed, strategy),
         devices="sim:0",
         timeout_s=0.0,
         compile_workers=0,

@@ -9,9 +9,10 @@ raised as one ``SettingsError`` (exit 2 at the CLI). The file is read under the 
     kernels:
       - file: ../examples/gemm_fp8.py   # relative to the job file
         shapes: [default, requested, "M=64,N=2112,K=7168", {M: 128, N: 4096, K: 7168}]
-        evaluations: 16                 # per-kernel override of the job's value
+        trials: 16                      # per-kernel override of the job's value
     strategy: tpe                       # any registered strategy (autotune.search.strategy_names())
-    evaluations: 20                     # new evaluations per shape (a shape with that many measured is done)
+    trials: 20                          # new evaluations per shape, as search's --trials (a shape with that
+                                        # many measured is done); its old name `evaluations` still works
     seed: 0                             # 0 .. 2**32 - 1
     num_tests: 30                       # timed calls per measurement
     budget_s: 3600                      # the whole run; 0 = none
@@ -24,6 +25,7 @@ raised as one ``SettingsError`` (exit 2 at the CLI). The file is read under the 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import AutotuneError, SettingsError
+
+log = logging.getLogger(__name__)
 
 #: the shape sources besides explicit shapes
 SHAPE_SOURCES = ("default", "requested")
@@ -57,6 +61,7 @@ class KernelJob:
     file: Path
     #: "default", "requested" and explicit shapes (dicts), in the file's order
     shapes: tuple[Any, ...] = ("default",)
+    #: the file's ``trials`` (the budget's one name, as ``search --trials``)
     evaluations: int | None = None
     strategy: str | None = None
 
@@ -75,6 +80,7 @@ class Job:
     database: str | None = None
     devices: str | None = None
     strategy: str | None = None
+    #: the file's ``trials``: new evaluations per shape
     evaluations: int = 20
     seed: int | None = None
     num_tests: int | None = None
@@ -92,7 +98,26 @@ class Job:
         return k.strategy or self.strategy
 
 
-_KERNEL = {"file", "shapes", "evaluations", "strategy"}
+_KERNEL = {"file", "shapes", "trials", "strategy"}
+#: a field's new name by its old one: the old one is still read, with one deprecation line
+_RENAMED = {"evaluations": "trials"}
+
+
+def _renamed(p: _Problems, prefix: str, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(``given`` with old field names replaced by the new ones, the name the file used for each new one).
+    An old name logs one deprecation line; old and new together are a problem."""
+    given, used = dict(given), {}
+    for old, new in _RENAMED.items():
+        if old not in given:
+            continue
+        if new in given:
+            p.add(f"{prefix}{old}", f"give {new} only ({old} is its old name)")
+            del given[old]
+            continue
+        log.warning("%s: %s%s is deprecated: call it %s (as search --trials)", p.path, prefix, old, new)
+        given[new] = given.pop(old)
+        used[new] = old
+    return given, used
 
 
 class _Problems:
@@ -196,7 +221,10 @@ def load_job(path: str | Path) -> Job:
     path = Path(path)
     doc = _read_yaml(path)
     p = _Problems(path)
-    opts = _read_fields(p, "", doc, _JOB_FIELDS)
+    doc, used = _renamed(p, "", doc)
+    opts = _read_fields(p, "", doc, _JOB_FIELDS, used)
+    if "trials" in opts:
+        opts["evaluations"] = opts.pop("trials")
     opts.setdefault("name", path.stem)
     p.raise_if_any()
     return Job(path=path, **opts)
@@ -233,16 +261,21 @@ class _Field:
 
 
 def _read_fields(
-    p: _Problems, prefix: str, given: dict[str, Any], fields: Sequence[_Field]
+    p: _Problems,
+    prefix: str,
+    given: dict[str, Any],
+    fields: Sequence[_Field],
+    used: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The checked values of ``given`` by field name, checked in the schema's order (problems too)."""
+    """The checked values of ``given`` by field name, checked in the schema's order (problems too); a
+    problem names a field as the file did (``used``: the old name a renamed field was given under)."""
     _unknown(p, prefix, given, {f.key for f in fields})
     out: dict[str, Any] = {}
     for f in fields:
         v = given.get(f.key, f.default)
         if v is _ABSENT or (v is None and f.null_is_missing):
             continue
-        out[f.key] = f.check(p, f"{prefix}{f.key}", v)
+        out[f.key] = f.check(p, f"{prefix}{(used or {}).get(f.key, f.key)}", v)
     return out
 
 
@@ -346,6 +379,7 @@ def _kernel(p: _Problems, where: str, k: Any) -> KernelJob | None:
     if not isinstance(k, dict):
         p.add(where, "expected a mapping with a file")
         return None
+    k, used = _renamed(p, f"{where}.", k)
     _unknown(p, f"{where}.", k, _KERNEL)
     f = k.get("file")
     if not isinstance(f, str) or not f.strip():
@@ -355,7 +389,8 @@ def _kernel(p: _Problems, where: str, k: Any) -> KernelJob | None:
     if not file.is_file():
         p.add(f"{where}.file", f"no such kernel file {f} (relative paths start at the job file)")
     shapes = _shapes(p, f"{where}.shapes", k.get("shapes", ["default"]))
-    ev = _int(p, f"{where}.evaluations", k["evaluations"], 1) if "evaluations" in k else None
+    trials = used.get("trials", "trials")
+    ev = _int(p, f"{where}.{trials}", k["trials"], 1) if "trials" in k else None
     return KernelJob(file, shapes, ev, _strategy(p, f"{where}.strategy", k.get("strategy")))
 
 
@@ -379,7 +414,7 @@ _JOB_FIELDS = (
     _Field("database", _text, null_is_missing=True),
     _Field("devices", _devices, null_is_missing=True),
     _Field("strategy", _strategy, null_is_missing=True),
-    _Field("evaluations", partial(_int, minimum=1)),
+    _Field("trials", partial(_int, minimum=1)),
     _Field("seed", partial(_int, minimum=0, maximum=MAX_SEED), null_is_missing=True),
     _Field("num_tests", partial(_int, minimum=1), null_is_missing=True),
     _Field("budget_s", partial(_num, lo=0)),
