@@ -158,7 +158,7 @@ def _import_ahead() -> Any:
 
 
 def _writer_main(q: Any, done: Any, lock: Any, ready: Any, url: str) -> None:
-    """Import Optuna and SQLAlchemy (``ready`` then), take the study to write from the queue ((name, space);
+    """Import Optuna and SQLAlchemy (``ready`` then), take the study to write from the queue ((name, space, user attrs);
     None: nothing to write), open it and write what comes."""
     from autotune.space import Space
 
