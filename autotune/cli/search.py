@@ -283,7 +283,7 @@ def print_reports(reports: list[ShapeReport], kernel: str) -> None:
     for col in ("shape", "best config", "time", "TFLOP/s", "vs default", "evals", "failures (this run)"):
         table.add_column(col)
     for r in reports:
-        fails = {k: v for k, v in r.statuses.items() if k != "ok"}
+        fails = {k: v for k, v in r.faults.items() if k != "ok"}  # by type: "crashed (illegal address)"
         table.add_row(
             r.shape_key,
             fmt_config(r.best.config) if r.best else "[red]none ok[/]",

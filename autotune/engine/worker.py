@@ -22,7 +22,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotune import errors
+from autotune.engine import faults
 from autotune.engine.messages import (
+    Checked,
     Compiled,
     Done,
     FeatureRows,
@@ -39,18 +41,6 @@ from autotune.errors import AutotuneError, KernelFileError
 from autotune.trial import TrialResult, TrialStatus
 
 log = logging.getLogger("autotune.worker")
-
-#: text in an exception that means the CUDA context is unusable: the child must be replaced
-_STICKY_CUDA = (
-    "illegal memory access",
-    "unspecified launch failure",
-    "device-side assert",
-    "CUDA error",
-    "misaligned address",
-    "illegal instruction",
-    "an illegal",
-)
-
 
 #: how many times slower than its first timing a flush may run before the run timeout counts it against the
 #: candidate (memory bandwidth is shared with every other process on the machine)
@@ -69,6 +59,11 @@ class EvalOptions:
     compile_timeout_s: float = 180.0
     #: the check and the timed calls; the bench's cache flushes come on top (``Compiled.overhead_s``)
     run_timeout_s: float = 120.0
+    #: a shorter run bound while it is set (``Pipeline.set_run_timeout``: before the shape has a time, then
+    #: adapted to the default's); a candidate that returned once and then ran out of it, or ran out of it on
+    #: a loaded machine, may be slow rather than hung: it is retried once on a fresh worker under
+    #: ``run_timeout_s`` before its ``timeout`` is final
+    run_bound_s: float | None = None
     start_timeout_s: float = 120.0
     env: dict[str, str] = field(default_factory=dict)
 
@@ -78,8 +73,12 @@ def _short_error(exc: BaseException, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _is_sticky(error: str | None) -> bool:
-    return bool(error) and any(s in error for s in _STICKY_CUDA)
+def _loaded() -> bool:
+    """Whether the machine is busier than its cores (a timeout may then be slowness, not a hang)."""
+    try:
+        return os.getloadavg()[0] > 1.5 * (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        return False
 
 
 # ------------------------------------------------------------------------------------------- the child
@@ -121,6 +120,13 @@ class _Evaluation:
         self.ref: Any = None
         host = socket.gethostname()
         self.stamp = {"worker": f"{host}:{os.getpid()}", "hostname": host}
+        #: a fault left the CUDA context unusable: this process compiles and times nothing more
+        self.poisoned = False
+
+    def _failed(self, exc: BaseException, phase: str, result: TrialResult) -> TrialResult:
+        fault = faults.classify(exc, phase)
+        self.poisoned = self.poisoned or fault.replace_worker
+        return replace(result, status=fault.status, error=fault.error(_short_error(exc)))
 
     def _sync(self) -> None:
         if self.cuda:
@@ -155,17 +161,20 @@ class _Evaluation:
             launcher = self.loaded.kernel.compile(dict(job.config), self.inputs)
             self._sync()
         except Exception as exc:
-            failed = replace(result, status=TrialStatus.COMPILE_FAILED, error=_short_error(exc))
+            failed = self._failed(exc, "compile", result)
             return None, replace(failed, compile_s=time.perf_counter() - t0)
         return launcher, replace(result, compile_s=time.perf_counter() - t0)
 
-    def run(self, job: Job, launcher: Any, result: TrialResult) -> TrialResult:
-        """Check the output against the reference, then time the named kernels: ``result`` completed."""
+    def run(self, job: Job, launcher: Any, result: TrialResult, conn: Any = None) -> TrialResult:
+        """Check the output against the reference, then time the named kernels: ``result`` completed.
+        ``conn`` hears when the first call returned (``Checked``)."""
         from autotune.bench import bench_kineto_detailed
 
         try:
             out = launcher()
             self._sync()
+            if conn is not None:
+                conn.send(Checked())
             mismatch = self.loaded.compare(out, self.ref)
             result = replace(result, check=_metrics(out, self.ref))
             if mismatch:
@@ -178,7 +187,7 @@ class _Evaluation:
                 device="cuda" if self.cuda else "cpu",
             )
         except Exception as exc:
-            return replace(result, status=TrialStatus.LAUNCH_FAILED, error=_short_error(exc))
+            return self._failed(exc, "run", result)
         stats = bench.kernels.values()
         time_s = bench.per_call_s
         shape = dict(job.shape)
@@ -242,17 +251,12 @@ def _serve(conn: Any, ev: _Evaluation) -> None:
             )
             continue
         launcher, result = ev.compile(job, TrialResult(TrialStatus.OK, dict(job.config), **ev.stamp))
-        if launcher is None or job.kind == "compile":
-            restart = launcher is None and _is_sticky(result.error)
-            conn.send(Done(result, restart))
-            if restart:
-                return
-            continue
-        conn.send(Compiled(result.compile_s or 0.0, ev.bench_overhead_s(job.num_tests)))
-        result = ev.run(job, launcher, result)
-        restart = ev.cuda and result.status is TrialStatus.LAUNCH_FAILED and _is_sticky(result.error)
-        conn.send(Done(result, restart))
-        if restart:
+        if launcher is not None and job.kind != "compile":
+            conn.send(Compiled(result.compile_s or 0.0, ev.bench_overhead_s(job.num_tests)))
+            result = ev.run(job, launcher, result, conn)
+        # a poisoned context would fail (or blame) whatever comes next: exit, the parent starts a fresh one
+        conn.send(Done(result, ev.poisoned))
+        if ev.poisoned:
             return
 
 
@@ -411,47 +415,67 @@ class Worker:
         if not self.alive:
             self._kill()
             self.start()
-        result = self._exchange(job)
+        fixed, bound = self.options.run_timeout_s, self.options.run_bound_s
+        bound = fixed if bound is None else min(bound, fixed)
+        result, slow = self._exchange(job, bound)
+        if slow and bound < fixed:
+            log.info(
+                "%s ran out of the %.0f s bound after returning once (or on a loaded machine): "
+                "retrying on a fresh worker with the run timeout (%.0f s)",
+                job.config,
+                bound,
+                fixed,
+            )
+            self.start()
+            result, _ = self._exchange(job, fixed)
         if result.device:
             return result
         return replace(result, device=self.device or (self.info.device if self.info else None))
 
-    def _exchange(self, job: Job) -> TrialResult:
+    def _exchange(self, job: Job, run_timeout_s: float) -> tuple[TrialResult, bool]:
+        """The job's result, and whether it ran out of the run timeout in a way that may be slowness rather
+        than a hang (its first call had returned, or the machine was loaded)."""
         conn, opts = self._conn, self.options
         conn.send(job)
         phase, deadline = "compile", opts.compile_timeout_s
         compile_s = None
+        returned = False
         while True:
             t0 = time.perf_counter()
             if not conn.poll(deadline):
                 self._kill()
-                return TrialResult(
+                result = TrialResult(
                     TrialStatus.TIMEOUT,
                     dict(job.config),
                     compile_s=compile_s,
                     error=f"{phase} did not finish within {deadline:.0f} s; worker restarted",
                 )
+                return result, phase == "run" and (returned or _loaded())
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
                 code = self._reap()
                 self._kill()
-                return TrialResult(
+                died = f"worker {_signal_name(code)} during {phase}; worker restarted"
+                result = TrialResult(
                     TrialStatus.CRASHED,
                     dict(job.config),
                     compile_s=compile_s,
-                    error=f"worker {_signal_name(code)} during {phase}; worker restarted",
+                    error=f"{faults.WORKER_DIED}: {died}",
                 )
+                return result, False
             if isinstance(msg, Compiled):
-                phase, deadline, compile_s = "run", opts.run_timeout_s + msg.overhead_s, msg.compile_s
+                phase, deadline, compile_s = "run", run_timeout_s + msg.overhead_s, msg.compile_s
                 continue
+            if isinstance(msg, Checked):
+                returned = True
             if isinstance(msg, ShapeFailed):
                 raise ShapeInputError(msg.message)
             if isinstance(msg, Done):
                 if msg.restart:
                     self._reap()
                     self._kill()
-                return msg.result
+                return msg.result, False
             deadline = max(0.0, deadline - (time.perf_counter() - t0))
 
     def close(self) -> None:

@@ -4,9 +4,11 @@ JSON outputs all render (so they never disagree)."""
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from autotune.engine.faults import label
 from autotune.records import KeyState
 from autotune.trial import TrialStatus
 
@@ -82,7 +84,8 @@ def _shape(
         # the kernel's own reference (e.g. cuBLASLt) is not timed by the engine yet
         "speedup_reference": None,
         "environment": current["environment"],
-        "failures": {k: n for k, n in current["counts"].items() if k != TrialStatus.OK.value},
+        # by type: "crashed (illegal address)", "launch_failed (out of memory)" (``engine.faults.label``)
+        "failures": current["failures"],
         "last_verification": ver[-1] if ver else None,
         "versions": versions,
         "verifications": ver,
@@ -108,6 +111,7 @@ def _version(store: StoreReader, s: KeyState, vs: list[Any]) -> dict[str, Any]:
         "speedup_default": (default_s / s.best_time_s) if default_s and s.best_time_s else None,
         "trials": s.trials,
         "counts": s.counts,
+        "failures": dict(sorted(Counter(label(t) for t in trials if t.status is not TrialStatus.OK).items())),
         "history": [
             {"i": i, "time_s": t.time_s if t.timed else None, "status": t.status.value}
             for i, t in enumerate(trials)
