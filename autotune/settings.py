@@ -238,6 +238,9 @@ class SearchSettings:
     #: a JSON file listing the configs to evaluate (exactly those, in order, each checked against the
     #: space), instead of proposals from the strategy's model: e.g. an existing ``triton.Config`` list
     configs_file: str | None = None
+    #: re-open the key's final ``timeout`` and ``crashed`` trials before searching, so they are measured
+    #: again (``--retry-failed``: a busy moment must not stay a hole in the space)
+    retry_failed: bool = False
     #: extra environment for the worker processes (e.g. TRITON_INTERPRET=1)
     worker_env: dict[str, str] = field(default_factory=dict)
 

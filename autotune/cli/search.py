@@ -74,6 +74,13 @@ ConfigsOption = Annotated[
         "--configs", help="JSON list of configs: evaluate exactly these (e.g. a triton.Config list)"
     ),
 ]
+RetryFailedOption = Annotated[
+    bool,
+    typer.Option(
+        "--retry-failed",
+        help="Measure again the configs stored as timeout or crashed under this key (e.g. after a busy moment)",
+    ),
+]
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")]
 
 
@@ -94,6 +101,7 @@ def search(
     run_timeout: RunTimeoutOption = None,
     compile_workers: CompileWorkersOption = None,
     configs: ConfigsOption = None,
+    retry_failed: RetryFailedOption = False,
     json_out: JsonOption = None,
 ) -> None:
     """Search the fastest correct config of FILE's kernel for each shape; store every trial.
@@ -116,6 +124,7 @@ def search(
         run_timeout_s=run_timeout,
         compile_workers=compile_workers,
         configs_file=str(configs) if configs else None,
+        retry_failed=retry_failed or None,
     )
     check_strategy(settings.strategy)
     shapes = parse_shapes(shape)

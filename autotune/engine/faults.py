@@ -90,4 +90,4 @@ def label(result: TrialResult) -> str:
 def is_worker_death(result: TrialResult) -> bool:
     """A worker that died without saying why: retried once on a fresh worker (maybe transient), unlike a
     sticky CUDA fault the kernel raised (it would raise again)."""
-    return result.status is TrialStatus.CRASHED and reason_of(result.error) == WORKER_DIED
+    return result.status is TrialStatus.CRASHED and reason_of(result.error) in (None, WORKER_DIED)

@@ -60,9 +60,9 @@ class EvalOptions:
     #: the check and the timed calls; the bench's cache flushes come on top (``Compiled.overhead_s``)
     run_timeout_s: float = 120.0
     #: a shorter run bound while it is set (``Pipeline.set_run_timeout``: before the shape has a time, then
-    #: adapted to the default's); a candidate that returned once and then ran out of it, or ran out of it on
-    #: a loaded machine, may be slow rather than hung: it is retried once on a fresh worker under
-    #: ``run_timeout_s`` before its ``timeout`` is final
+    #: adapted to the default's); a candidate whose first call returned and that then ran out of it is slow
+    #: rather than hung: it is retried once on a fresh worker under ``run_timeout_s`` before its ``timeout``
+    #: is final
     run_bound_s: float | None = None
     start_timeout_s: float = 120.0
     env: dict[str, str] = field(default_factory=dict)
@@ -71,14 +71,6 @@ class EvalOptions:
 def _short_error(exc: BaseException, limit: int = 2000) -> str:
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _loaded() -> bool:
-    """Whether the machine is busier than its cores (a timeout may then be slowness, not a hang)."""
-    try:
-        return os.getloadavg()[0] > 1.5 * (os.cpu_count() or 1)
-    except OSError:  # no load average on this platform
-        return False
 
 
 # ------------------------------------------------------------------------------------------- the child
@@ -260,11 +252,24 @@ def _serve(conn: Any, ev: _Evaluation) -> None:
             return
 
 
-def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str]) -> None:
+def _warm_profiler(device: str) -> None:
+    """A process's first profiler session costs seconds on a GPU (CUPTI's start-up: 4.5 s on the H200):
+    a timing child pays it before it says it is ready, so a replacement taken from standby times at once."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        torch.ones(1, device=device).add_(1)
+        torch.cuda.synchronize()
+
+
+def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str], timer: bool = False) -> None:
     # Set before torch/triton are imported in this process: TRITON_INTERPRET, CUDA_VISIBLE_DEVICES...
     os.environ.update(env)
     try:
         loaded, info = _load(kernel_path, device)
+        if timer and info.device.startswith("cuda"):
+            _warm_profiler(info.device)
     except AutotuneError as exc:
         conn.send(StartFailed(type(exc).__name__, str(exc)))
         return
@@ -306,7 +311,9 @@ class Worker:
     """Parent-side handle of an evaluation child (an ``Evaluator``). Replaces the child after a crash, a
     hang or a sticky CUDA error; the next job starts a fresh one."""
 
-    def __init__(self, kernel_path: str, device: str = "", options: EvalOptions | None = None):
+    def __init__(
+        self, kernel_path: str, device: str = "", options: EvalOptions | None = None, *, standby: bool = False
+    ):
         self.kernel_path = str(kernel_path)
         #: the device as the orchestrator names it (cuda:1); stamped on every result
         self.device = device
@@ -318,15 +325,38 @@ class Worker:
         self.info: WorkerInfo | None = None
         #: one exchange on the pipe at a time (features are asked from the main thread between shapes)
         self._lock = threading.Lock()
+        #: a timing worker keeps a started child in standby (its imports, CUDA context and profiler warm):
+        #: a config that hangs or poisons the context costs no start-up of the next child (seconds on a GPU)
+        self.standby = standby
+        self._spare: tuple[Any, Any] | None = None
 
-    def start(self) -> WorkerInfo:
+    def _spawn(self) -> tuple[Any, Any]:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
-            target=_child_main, args=(child, self.kernel_path, self._child_device, self._env), daemon=True
+            target=_child_main,
+            args=(child, self.kernel_path, self._child_device, self._env, self.standby),
+            daemon=True,
         )
         proc.start()
         child.close()
-        self._proc, self._conn = proc, parent
+        return proc, parent
+
+    def start(self) -> WorkerInfo:
+        """Start the child (or take the one in standby) and wait until it is ready; a worker with
+        ``standby`` then starts the next one in the background."""
+        spare, self._spare = self._spare, None
+        if spare is not None and not spare[0].is_alive():
+            spare[0].join(timeout=5)
+            spare[1].close()
+            spare = None  # it died in standby: start afresh (its error, if any, shows again)
+        self._proc, self._conn = spare if spare is not None else self._spawn()
+        info = self._await_ready()
+        if self.standby:
+            self._spare = self._spawn()
+        return info
+
+    def _await_ready(self) -> WorkerInfo:
+        parent = self._conn
         timeout = self.options.start_timeout_s
         if not parent.poll(timeout):
             self._kill()
@@ -420,7 +450,7 @@ class Worker:
         result, slow = self._exchange(job, bound)
         if slow and bound < fixed:
             log.info(
-                "%s ran out of the %.0f s bound after returning once (or on a loaded machine): "
+                "%s ran out of the %.0f s bound after returning once: "
                 "retrying on a fresh worker with the run timeout (%.0f s)",
                 job.config,
                 bound,
@@ -428,13 +458,16 @@ class Worker:
             )
             self.start()
             result, _ = self._exchange(job, fixed)
+            if result.status is TrialStatus.TIMEOUT:
+                retried = f"; retried on a fresh worker after the {bound:.0f} s bound"
+                result = replace(result, error=(result.error or "") + retried)
         if result.device:
             return result
         return replace(result, device=self.device or (self.info.device if self.info else None))
 
     def _exchange(self, job: Job, run_timeout_s: float) -> tuple[TrialResult, bool]:
         """The job's result, and whether it ran out of the run timeout in a way that may be slowness rather
-        than a hang (its first call had returned, or the machine was loaded)."""
+        than a hang (its first call had returned)."""
         conn, opts = self._conn, self.options
         conn.send(job)
         phase, deadline = "compile", opts.compile_timeout_s
@@ -450,7 +483,9 @@ class Worker:
                     compile_s=compile_s,
                     error=f"{phase} did not finish within {deadline:.0f} s; worker restarted",
                 )
-                return result, phase == "run" and (returned or _loaded())
+                # its first call returned: slow (a busy machine), not hung. The machine's load alone is no
+                # sign: on a busy machine every hang would then cost the fixed bound too
+                return result, phase == "run" and returned
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
@@ -479,6 +514,9 @@ class Worker:
             deadline = max(0.0, deadline - (time.perf_counter() - t0))
 
     def close(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare[0].kill()
         if self._conn is not None and self.alive:
             try:
                 self._conn.send(Stop())
@@ -486,6 +524,9 @@ class Worker:
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
+        if spare is not None:
+            spare[0].join(timeout=10)
+            spare[1].close()
 
     def __enter__(self) -> Worker:
         return self

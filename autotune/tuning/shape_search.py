@@ -334,6 +334,10 @@ class ShapeSearch:
         failed = False
         try:
             with LeaseKeeper(self.store.claims, self.owner, self.s.lease_s):
+                if self.s.retry_failed and (n := self.store.trials.reopen(self.key.id)):
+                    log.info(
+                        "%s: %d timed-out or crashed configs re-opened (--retry-failed)", self.shape_key, n
+                    )
                 self.seed_from_store(writer)
                 self.loop(writer)
                 self.retime()

@@ -4,6 +4,7 @@ out-of-memory error (torch's own type) and the sticky CUDA errors (their text, a
 Every result carries the worker's pid, so a test sees which process measured what."""
 
 import os
+import time
 
 import torch
 
@@ -28,7 +29,12 @@ class CudaFaults(Kernel):
     kernel_names = ("cuda_faults_op",)
     shape_params = ("N",)
     default_shapes = ({"N": 32},)
-    space = {"name": "cuda_faults", "params": {"FAULT": ["none", *FAULTS], "WHERE": ["compile", "run"]}}
+    # "slow": the first call returns at once, the timed ones take a while (slow, not hung); "flaky": hangs
+    # while CUDA_FAULTS_HANG=1 is set (a busy moment), else fine
+    space = {
+        "name": "cuda_faults",
+        "params": {"FAULT": ["none", "slow", "flaky", *FAULTS], "WHERE": ["compile", "run"]},
+    }
     default_config = {"FAULT": "none", "WHERE": "compile"}
     dtypes = {"x": "float32"}
 
@@ -40,9 +46,16 @@ class CudaFaults(Kernel):
         if fault is not None and config["WHERE"] == "compile":
             raise fault()
 
+        calls = []
+
         def launch():
             if fault is not None:
                 raise fault()
+            if config["FAULT"] == "flaky" and os.environ.get("CUDA_FAULTS_HANG") == "1":
+                time.sleep(3600)
+            calls.append(1)
+            if config["FAULT"] == "slow" and len(calls) > 1:
+                time.sleep(0.5)
             with torch.profiler.record_function("cuda_faults_op"):
                 return x * 2
 
