@@ -254,7 +254,7 @@ def _serve(conn: Any, ev: _Evaluation) -> None:
 
 def _warm_profiler(device: str) -> None:
     """A process's first profiler session costs seconds on a GPU (CUPTI's start-up: 4.5 s on the H200):
-    a timing child pays it before it says it is ready, so a replacement taken from standby times at once."""
+    a timing child pays it before its first job, so a replacement taken from standby times at once."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -268,8 +268,6 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str], t
     os.environ.update(env)
     try:
         loaded, info = _load(kernel_path, device)
-        if timer and info.device.startswith("cuda"):
-            _warm_profiler(info.device)
     except AutotuneError as exc:
         conn.send(StartFailed(type(exc).__name__, str(exc)))
         return
@@ -279,6 +277,12 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str], t
         )
         return
     conn.send(Ready(info))
+    if timer and info.device.startswith("cuda"):
+        # after Ready: the parent sets the search up meanwhile (or keeps this child in standby)
+        try:
+            _warm_profiler(info.device)
+        except Exception:  # only a head start: the first measurement pays it instead
+            log.debug("warming the profiler failed", exc_info=True)
     _serve(conn, _Evaluation(loaded, info.device))
 
 

@@ -51,9 +51,10 @@ log = logging.getLogger("autotune.tuner")
 _REFRESH_S = 2.0
 #: adaptive run timeout: a candidate may take this many times the default config's device time for the calls
 #: of one evaluation (the check, a warm-up and two profiled rounds of --num-tests), never less than the floor
-#: (the profiler's start-up in a fresh worker takes about a second), nor more than --run-timeout
+#: (a GPU timing worker starts its profiler before its first job; a valid config slower than the bound has
+#: returned its first call, and is retried under --run-timeout), nor more than --run-timeout
 _RUN_TIMEOUT_FACTOR = 100.0
-_RUN_TIMEOUT_FLOOR_S = 10.0
+_RUN_TIMEOUT_FLOOR_S = 5.0
 #: a stored trial missing from the Optuna study is adopted by a new search after this long (its writer
 #: flushes every 2 s), or at once when its process is known dead
 _ADOPT_AFTER_S = 60.0
