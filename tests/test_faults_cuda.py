@@ -204,6 +204,18 @@ def test_search_measures_the_default_first_alone_and_shows_fault_types(sqlite_ur
         "launch_failed (out of memory)=1",
     ):
         assert typed in table, proc.stdout
+    # and the report of the database, by type too
+    from autotune.jobs.report import write_report
+
+    files = {p.name: p for p in write_report(sqlite_url, tmp_path / "report")}
+    (shape,) = json.loads(files["report.json"].read_text())["shapes"]
+    assert shape["failures"] == {
+        "compile_failed": 1,
+        "crashed (illegal address)": 1,
+        "crashed (misaligned address)": 1,
+        "launch_failed (out of memory)": 1,
+    }
+    assert "crashed (illegal address)" in files["report.md"].read_text()
 
 
 def test_before_the_shape_has_a_time_a_hang_costs_the_first_run_bound(sqlite_url, tmp_path):
