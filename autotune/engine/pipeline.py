@@ -7,7 +7,8 @@
 Threads drive the evaluators (each evaluator is a process handle, so the threads only wait on pipes).
 The search loop keeps enough candidates in flight that a GPU never waits on a compiler while work remains.
 A candidate whose worker died (killed from outside, or the config crashed it) is evaluated once more on a
-fresh worker before it is recorded ``crashed``; a typed CUDA fault (``engine.faults``) is final at once. The pipeline knows nothing of strategies or the database."""
+fresh worker before it is recorded ``crashed``; a typed CUDA fault (``engine.faults``) is final at once.
+The pipeline knows nothing of strategies or the database."""
 
 from __future__ import annotations
 
