@@ -42,6 +42,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_NUM_TESTS": "timed calls per measurement (default 30)",
     "AUTOTUNE_COMPILE_TIMEOUT": "seconds a config may take to compile (default 180)",
     "AUTOTUNE_RUN_TIMEOUT": "seconds a config may take to check and time (default 120)",
+    "AUTOTUNE_FIRST_RUN_TIMEOUT": "seconds a config may take to check and time until some config of the shape has a time (default 10; never more than the run timeout)",
     "AUTOTUNE_START_TIMEOUT": "seconds a worker may take to start and import the kernel file (default 120)",
     "AUTOTUNE_COMPILE_WORKERS": "processes compiling ahead of the timing workers (default: cores - 1)",
     "AUTOTUNE_LEASE": "seconds a claim stays valid without renewal (default 30)",
@@ -268,6 +269,10 @@ class SearchSettings:
     num_tests: int = _default("AUTOTUNE_NUM_TESTS", env_int, 30, minimum=1)
     compile_timeout_s: float = _default("AUTOTUNE_COMPILE_TIMEOUT", env_float, 180.0, positive=True)
     run_timeout_s: float = _default("AUTOTUNE_RUN_TIMEOUT", env_float, 120.0, positive=True)
+    #: the run timeout until some config of the shape has a time (the default runs first): a config that
+    #: hangs before anything is known costs this, not --run-timeout; one that returned once and then ran
+    #: out of it is retried with --run-timeout (slow, not hung)
+    first_run_timeout_s: float = _default("AUTOTUNE_FIRST_RUN_TIMEOUT", env_float, 10.0, positive=True)
     #: seconds a worker may take to start and import the kernel file
     start_timeout_s: float = _default("AUTOTUNE_START_TIMEOUT", env_float, 120.0, positive=True)
     #: processes compiling ahead of the timing workers (0 = each timing worker compiles for itself;
@@ -284,6 +289,9 @@ class SearchSettings:
     #: a JSON file listing the configs to evaluate (exactly those, in order, each checked against the
     #: space), instead of proposals from the strategy's model: e.g. an existing ``triton.Config`` list
     configs_file: str | None = None
+    #: re-open the key's final ``timeout`` and ``crashed`` trials before searching, so they are measured
+    #: again (``--retry-failed``: a busy moment must not stay a hole in the space)
+    retry_failed: bool = False
     #: extra environment for the worker processes (e.g. TRITON_INTERPRET=1)
     worker_env: dict[str, str] = field(default_factory=dict)
 
@@ -296,7 +304,13 @@ class SearchSettings:
         if self.num_tests < 1:
             raise SettingsError(f"--num-tests must be at least 1 (got {self.num_tests})")
         check_number("--timeout", self.timeout_s)
-        for name in ("compile_timeout_s", "run_timeout_s", "start_timeout_s", "lease_s"):
+        for name in (
+            "compile_timeout_s",
+            "run_timeout_s",
+            "first_run_timeout_s",
+            "start_timeout_s",
+            "lease_s",
+        ):
             check_number(f"--{name.removesuffix('_s').replace('_', '-')}", getattr(self, name), positive=True)
         # None: automatic (cores - 1 beside GPUs, 0 beside a CPU timing worker), decided by the tuner
         if self.compile_workers is not None and self.compile_workers < 0:

@@ -15,6 +15,9 @@ from typing import Any
 #: ``TrialResult.kind`` of a config's evaluation by a search, and of a finalist's re-timing
 KIND_SEARCH = "search"
 KIND_RETIME = "retime"
+#: a search trial whose failure was re-opened (``autotune search --retry-failed``): kept as a record, no
+#: longer the config's evaluation, so the config is measured again
+KIND_REOPENED = "reopened"
 
 
 def median_spread(times: Sequence[float]) -> tuple[float, float | None]:

@@ -4,7 +4,9 @@ One program per row: a first pass keeps a running max and a rescaled running sum
 chunks (online softmax), a second writes exp(x - max) / sum; a row that fits one block is read once.
 fp16 or fp32 in, the same dtype out, fp32 math. The kernel file below is the ``TritonKernel`` helper
 over the same ``triton.Config`` list that ``@triton.autotune`` would take: ``autotune search
-examples/softmax.py`` searches exactly these configs (the space is derived from the list).
+examples/softmax.py`` searches exactly these configs (the space is derived from the list). Its
+``compile()`` (the helper's) compiles each config ahead without launching it (``compile_ahead``: Triton's
+``JITFunction.warmup``), so compile workers run nothing on the GPU being timed.
 
 ``softmax(x)`` launches through the drop-in ``@autotune`` (the database's config for the shape);
 ``softmax_triton(x)`` through plain ``@triton.autotune`` over the same configs, for comparison.

@@ -38,6 +38,7 @@ def _report() -> ShapeReport:
         reused=2,
         invalid=1,
         statuses=Counter({"ok": 8, "timeout": 1}),
+        faults=Counter({"ok": 8, "timeout": 1}),
         total_statuses={"ok": 10, "timeout": 1},
         valid_configs=120,
         exhaustive=False,
@@ -66,6 +67,7 @@ def test_search_json_has_every_report_field_as_before():
         "reused": r.reused,
         "invalid": r.invalid,
         "statuses": dict(r.statuses),
+        "faults": dict(r.faults),  # added since: the statuses by type ("crashed (illegal address)")
         "total_statuses": r.total_statuses,
         "valid_configs": r.valid_configs,
         "exhaustive": r.exhaustive,

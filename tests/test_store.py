@@ -576,3 +576,30 @@ def test_version_table_name(store):
 
     ours = {t for t in inspect(store.db.engine).get_table_names() if t.startswith("autotune_")}
     assert VERSION_TABLE in ours and "autotune_trials" in ours
+
+
+def test_reopen_makes_timeouts_and_crashes_measurable_again(store):
+    from autotune.store import ClaimState, Owner
+
+    key = ensure(store)
+    failed = [
+        TrialResult(TrialStatus.TIMEOUT, {"BLOCK_M": 64}, error="run did not finish within 10 s"),
+        TrialResult(TrialStatus.CRASHED, {"BLOCK_M": 128}, error="illegal address: ..."),
+    ]
+    kept = [ok({"BLOCK_M": 32}, 1e-3), TrialResult(TrialStatus.COMPILE_FAILED, {"BLOCK_M": 16}, error="x")]
+    store.trials.record_many(key.id, [(r, None, None) for r in failed + kept])
+    assert store.trials.reopen(key.id) == 2
+    # no longer the configs' evaluations: not found, not counted, claimable again (by one process)
+    for r in failed:
+        assert store.trials.find(key.id, config_hash(r.config)) is None
+    assert store.trials.counts(key.id) == {"ok": 1, "compile_failed": 1}
+    owner = Owner("node1", os.getpid(), "t")
+    hashes = [config_hash(r.config) for r in failed + kept]
+    claims = store.trials.claims.claim_many(key.id, hashes, owner, lease_s=30)
+    states = [claims[h].state for h in hashes]
+    assert states == [ClaimState.CLAIMED, ClaimState.CLAIMED, ClaimState.DONE, ClaimState.DONE]
+    # kept as records; measured again, the config has its new result
+    assert [r.status for r in store.trials.recorded(key.id, retimed=True)][:2] == [r.status for r in failed]
+    store.trials.record(key.id, ok({"BLOCK_M": 64}, 2e-3))
+    assert store.trials.find(key.id, config_hash({"BLOCK_M": 64})).status is TrialStatus.OK
+    assert store.trials.reopen(key.id) == 0  # re-opened once already; the new ok is no failure

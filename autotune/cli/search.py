@@ -102,6 +102,13 @@ ConfigsOption = Annotated[
         "--configs", help="JSON list of configs: evaluate exactly these (e.g. a triton.Config list)"
     ),
 ]
+RetryFailedOption = Annotated[
+    bool,
+    typer.Option(
+        "--retry-failed",
+        help="Measure again the configs stored as timeout or crashed under this key (e.g. after a busy moment)",
+    ),
+]
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")]
 QuietOption = Annotated[
     bool, typer.Option("--quiet", "-q", help="No progress on stderr (no bar, no per-trial lines)")
@@ -131,6 +138,7 @@ def search(
     run_timeout: RunTimeoutOption = None,
     compile_workers: CompileWorkersOption = None,
     configs: ConfigsOption = None,
+    retry_failed: RetryFailedOption = False,
     json_out: JsonOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
@@ -158,6 +166,7 @@ def search(
             run_timeout_s=run_timeout,
             compile_workers=compile_workers,
             configs_file=str(configs) if configs else None,
+            retry_failed=retry_failed or None,
         )
         check_strategy(settings.strategy)
         shapes = parse_shapes(shape)
@@ -303,7 +312,7 @@ def print_reports(reports: list[ShapeReport], kernel: str) -> None:
     for col in ("shape", "best config", "time", "TFLOP/s", "vs default", "evals", "failures (this run)"):
         table.add_column(col)
     for r in reports:
-        fails = {k: v for k, v in r.statuses.items() if k != "ok"}
+        fails = {k: v for k, v in r.faults.items() if k != "ok"}  # by type: "crashed (illegal address)"
         table.add_row(
             r.shape_key,
             fmt_config(r.best.config) if r.best else "[red]none ok[/]",

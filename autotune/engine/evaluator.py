@@ -47,7 +47,9 @@ class ProcessBackend:
     options: EvalOptions
 
     def timer(self, device: str) -> Evaluator:
-        return Worker(self.kernel_path, device, self.options)
+        # a replacement in standby beside each GPU timer (a CUDA context and a warm profiler are seconds
+        # to start); beside a CPU timer the machine's cores are better left to the work
+        return Worker(self.kernel_path, device, self.options, standby=not device.startswith("cpu"))
 
     def compiler(self) -> Evaluator:
         # Compile-only workers run on the default device: a kernel file compiles for the inputs it builds

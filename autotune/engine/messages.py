@@ -119,6 +119,11 @@ class Compiled:
 
 
 @dataclass(frozen=True)
+class Checked:
+    """The candidate's first call of the run returned (it is slow if it then runs out of time, not hung)."""
+
+
+@dataclass(frozen=True)
 class Done:
     result: TrialResult
     #: the CUDA context may be poisoned: the worker exits and is replaced

@@ -7,7 +7,8 @@
 Threads drive the evaluators (each evaluator is a process handle, so the threads only wait on pipes).
 The search loop keeps enough candidates in flight that a GPU never waits on a compiler while work remains.
 A candidate whose worker died (killed from outside, or the config crashed it) is evaluated once more on a
-fresh worker before it is recorded ``crashed``. The pipeline knows nothing of strategies or the database."""
+fresh worker before it is recorded ``crashed``; a typed CUDA fault (``engine.faults``) is final at once.
+The pipeline knows nothing of strategies or the database."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from autotune.engine.evaluator import Backend, Evaluator
+from autotune.engine.faults import is_worker_death
 from autotune.engine.messages import Candidate, WorkerInfo
 from autotune.trial import TrialResult, TrialStatus
 
@@ -53,10 +55,6 @@ class _Failure:
 
     def __init__(self, exc: BaseException):
         self.exc = exc
-
-
-def _is_worker_death(result: TrialResult) -> bool:
-    return result.status is TrialStatus.CRASHED
 
 
 class Pipeline:
@@ -142,13 +140,15 @@ class Pipeline:
 
     # ------------------------------------------------------------------ flow
 
-    def set_run_timeout(self, seconds: float) -> None:
-        """The run timeout of the timing workers from now on (the tuner adapts it to the default config's
-        time: a hanging candidate should not cost the full fixed bound)."""
+    def set_run_timeout(self, seconds: float | None) -> None:
+        """A run bound of the timing workers from now on, below their fixed ``--run-timeout`` (None: that
+        one). The search bounds runs short until the shape has a time, then adapts the bound to the default
+        config's time: a hanging candidate should not cost the full fixed bound. A candidate that may be
+        slow rather than hung is retried under the fixed one (``EvalOptions.run_bound_s``)."""
         for ev in self.timers:
             options = getattr(ev, "options", None)
             if options is not None:
-                options.run_timeout_s = seconds
+                options.run_bound_s = seconds
 
     def submit(self, candidate: Candidate) -> None:
         self.in_flight += 1
@@ -216,7 +216,7 @@ class Pipeline:
                 self._dropped(cand)
             elif res.status is TrialStatus.OK:
                 self._timing_q.put(cand)
-            elif _is_worker_death(res) and cand.attempt == 0 and not self._stopping.is_set():
+            elif is_worker_death(res) and cand.attempt == 0 and not self._stopping.is_set():
                 self._compile_q.put(replace(cand, attempt=1))
             else:
                 self._results.put(Outcome(cand, res, "compile", t0, time.monotonic()))
@@ -233,7 +233,7 @@ class Pipeline:
             t0 = time.monotonic()
             try:
                 res = ev.evaluate(cand.config, cand.shape)
-                if _is_worker_death(res) and cand.attempt == 0 and not self._stopping.is_set():
+                if is_worker_death(res) and cand.attempt == 0 and not self._stopping.is_set():
                     log.info(
                         "worker died on %s (%s): retrying once on a fresh worker", cand.config, res.error
                     )

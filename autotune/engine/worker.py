@@ -22,7 +22,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotune import errors, timeline
+from autotune.engine import faults
 from autotune.engine.messages import (
+    Checked,
     Compiled,
     Done,
     FeatureRows,
@@ -40,18 +42,6 @@ from autotune.errors import AutotuneError, KernelFileError
 from autotune.trial import TrialResult, TrialStatus
 
 log = logging.getLogger("autotune.worker")
-
-#: text in an exception that means the CUDA context is unusable: the child must be replaced
-_STICKY_CUDA = (
-    "illegal memory access",
-    "unspecified launch failure",
-    "device-side assert",
-    "CUDA error",
-    "misaligned address",
-    "illegal instruction",
-    "an illegal",
-)
-
 
 #: how many times slower than its first timing a flush may run before the run timeout counts it against the
 #: candidate (memory bandwidth is shared with every other process on the machine)
@@ -76,6 +66,11 @@ class EvalOptions:
     compile_timeout_s: float = 180.0
     #: the check and the timed calls; the bench's cache flushes come on top (``Compiled.overhead_s``)
     run_timeout_s: float = 120.0
+    #: a shorter run bound while it is set (``Pipeline.set_run_timeout``: before the shape has a time, then
+    #: adapted to the default's); a candidate whose first call returned and that then ran out of it is slow
+    #: rather than hung: it is retried once on a fresh worker under ``run_timeout_s`` before its ``timeout``
+    #: is final
+    run_bound_s: float | None = None
     start_timeout_s: float = 120.0
     env: dict[str, str] = field(default_factory=dict)
 
@@ -83,10 +78,6 @@ class EvalOptions:
 def _short_error(exc: BaseException, limit: int = 2000) -> str:
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _is_sticky(error: str | None) -> bool:
-    return bool(error) and any(s in error for s in _STICKY_CUDA)
 
 
 # ------------------------------------------------------------------------------------------- the child
@@ -136,6 +127,13 @@ class _Evaluation:
         self.stamp = {"worker": f"{host}:{os.getpid()}", "hostname": host}
         #: the GPU's clock source (None: no GPU or no NVML), opened on the first measurement
         self._clocks: Any = False
+        #: a fault left the CUDA context unusable: this process compiles and times nothing more
+        self.poisoned = False
+
+    def _failed(self, exc: BaseException, phase: str, result: TrialResult) -> TrialResult:
+        fault = faults.classify(exc, phase)
+        self.poisoned = self.poisoned or fault.replace_worker
+        return replace(result, status=fault.status, error=fault.error(_short_error(exc)))
 
     def _sync(self) -> None:
         if self.cuda:
@@ -178,7 +176,7 @@ class _Evaluation:
             launcher = self.loaded.kernel.compile(dict(job.config), self.inputs)
             self._sync()
         except Exception as exc:
-            failed = replace(result, status=TrialStatus.COMPILE_FAILED, error=_short_error(exc))
+            failed = self._failed(exc, "compile", result)
             return None, replace(failed, compile_s=time.perf_counter() - t0)
         return launcher, replace(result, compile_s=time.perf_counter() - t0)
 
@@ -195,13 +193,16 @@ class _Evaluation:
             take, self._clocks, threshold=t.threshold, recovery_s=t.recovery_s, retakes=t.retakes
         )
 
-    def run(self, job: Job, launcher: Any, result: TrialResult) -> TrialResult:
-        """Check the output against the reference, then time the named kernels: ``result`` completed."""
+    def run(self, job: Job, launcher: Any, result: TrialResult, send: Any = None) -> TrialResult:
+        """Check the output against the reference, then time the named kernels: ``result`` completed.
+        ``send`` tells the parent when the first call returned (``Checked``)."""
         from autotune.bench import bench_kineto_detailed
 
         try:
             out = launcher()
             self._sync()
+            if send is not None:
+                send(Checked())
             mismatch = self.loaded.compare(out, self.ref)
             result = replace(result, check=_metrics(out, self.ref))
             if mismatch:
@@ -216,7 +217,7 @@ class _Evaluation:
                 )
             )
         except Exception as exc:
-            return replace(result, status=TrialStatus.LAUNCH_FAILED, error=_short_error(exc))
+            return self._failed(exc, "run", result)
         if clocks is not None:
             result = replace(result, **clocks.fields())
         stats = bench.kernels.values()
@@ -333,20 +334,15 @@ def _serve(conn: Any, send: _Sender, ev: _Evaluation, warming: threading.Thread 
         launcher, result = ev.compile(job, TrialResult(TrialStatus.OK, dict(job.config), **ev.stamp))
         if traced:
             timeline.span(f"job {jobs}: compile ({job.kind} job)", t0, time.time())
-        if launcher is None or job.kind == "compile":
-            restart = launcher is None and _is_sticky(result.error)
-            send(Done(result, restart))
-            if restart:
-                return
-            continue
-        send(Compiled(result.compile_s or 0.0, ev.bench_overhead_s(job.num_tests)))
-        t0 = time.time()
-        result = ev.run(job, launcher, result)
-        if traced:
-            timeline.span(f"job {jobs}: check + time ({result.status.value})", t0, time.time())
-        restart = ev.cuda and result.status is TrialStatus.LAUNCH_FAILED and _is_sticky(result.error)
-        send(Done(result, restart))
-        if restart:
+        if launcher is not None and job.kind != "compile":
+            send(Compiled(result.compile_s or 0.0, ev.bench_overhead_s(job.num_tests)))
+            t0 = time.time()
+            result = ev.run(job, launcher, result, send)
+            if traced:
+                timeline.span(f"job {jobs}: check + time ({result.status.value})", t0, time.time())
+        # a poisoned context would fail (or blame) whatever comes next: exit, the parent starts a fresh one
+        send(Done(result, ev.poisoned))
+        if ev.poisoned:
             return
 
 
@@ -412,7 +408,13 @@ class Worker:
     child said ``Warm``; a compile-only worker (``timing=False``) never measures and skips it."""
 
     def __init__(
-        self, kernel_path: str, device: str = "", options: EvalOptions | None = None, *, timing: bool = True
+        self,
+        kernel_path: str,
+        device: str = "",
+        options: EvalOptions | None = None,
+        *,
+        timing: bool = True,
+        standby: bool = False,
     ):
         self.kernel_path = str(kernel_path)
         self.timing = timing
@@ -429,8 +431,12 @@ class Worker:
         self.info: WorkerInfo | None = None
         #: one exchange on the pipe at a time (features are asked from the main thread between shapes)
         self._lock = threading.Lock()
+        #: a timing worker keeps a started child in standby (its imports, CUDA context and warm-up done):
+        #: a config that hangs or poisons the context costs no start-up of the next child (seconds on a GPU)
+        self.standby = standby
+        self._spare: tuple[Any, Any] | None = None
 
-    def start(self) -> WorkerInfo:
+    def _spawn(self) -> tuple[Any, Any]:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
             target=_child_main,
@@ -439,7 +445,24 @@ class Worker:
         )
         proc.start()
         child.close()
-        self._proc, self._conn = proc, parent
+        return proc, parent
+
+    def start(self) -> WorkerInfo:
+        """Start the child (or take the one in standby) and wait until it is ready; a worker with
+        ``standby`` then starts the next one in the background."""
+        spare, self._spare = self._spare, None
+        if spare is not None and not spare[0].is_alive():
+            spare[0].join(timeout=5)
+            spare[1].close()
+            spare = None  # it died in standby: start afresh (its error, if any, shows again)
+        self._proc, self._conn = spare if spare is not None else self._spawn()
+        info = self._await_ready()
+        if self.standby:
+            self._spare = self._spawn()
+        return info
+
+    def _await_ready(self) -> WorkerInfo:
+        parent = self._conn
         timeout = self.options.start_timeout_s
         if not parent.poll(timeout):
             self._kill()
@@ -569,50 +592,79 @@ class Worker:
             self._kill()
             self.start()
         self._await_warm()
-        result = self._exchange(job)
+        fixed, bound = self.options.run_timeout_s, self.options.run_bound_s
+        bound = fixed if bound is None else min(bound, fixed)
+        result, slow = self._exchange(job, bound)
+        if slow and bound < fixed:
+            log.info(
+                "%s ran out of the %.0f s bound after returning once: "
+                "retrying on a fresh worker with the run timeout (%.0f s)",
+                job.config,
+                bound,
+                fixed,
+            )
+            self.start()
+            self._await_warm()
+            result, _ = self._exchange(job, fixed)
+            if result.status is TrialStatus.TIMEOUT:
+                retried = f"; retried on a fresh worker after the {bound:.0f} s bound"
+                result = replace(result, error=(result.error or "") + retried)
         if result.device:
             return result
         return replace(result, device=self.device or (self.info.device if self.info else None))
 
-    def _exchange(self, job: Job) -> TrialResult:
+    def _exchange(self, job: Job, run_timeout_s: float) -> tuple[TrialResult, bool]:
+        """The job's result, and whether it ran out of the run timeout in a way that may be slowness rather
+        than a hang (its first call had returned)."""
         conn, opts = self._conn, self.options
         conn.send(job)
         phase, deadline = "compile", opts.compile_timeout_s
         compile_s = None
+        returned = False
         while True:
             t0 = time.perf_counter()
             if not conn.poll(deadline):
                 self._kill()
-                return TrialResult(
+                result = TrialResult(
                     TrialStatus.TIMEOUT,
                     dict(job.config),
                     compile_s=compile_s,
                     error=f"{phase} did not finish within {deadline:.0f} s; worker restarted",
                 )
+                # its first call returned: slow (a busy machine), not hung. The machine's load alone is no
+                # sign: on a busy machine every hang would then cost the fixed bound too
+                return result, phase == "run" and returned
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
                 code = self._reap()
                 self._kill()
-                return TrialResult(
+                died = f"worker {_signal_name(code)} during {phase}; worker restarted"
+                result = TrialResult(
                     TrialStatus.CRASHED,
                     dict(job.config),
                     compile_s=compile_s,
-                    error=f"worker {_signal_name(code)} during {phase}; worker restarted",
+                    error=f"{faults.WORKER_DIED}: {died}",
                 )
+                return result, False
             if isinstance(msg, Compiled):
-                phase, deadline, compile_s = "run", opts.run_timeout_s + msg.overhead_s, msg.compile_s
+                phase, deadline, compile_s = "run", run_timeout_s + msg.overhead_s, msg.compile_s
                 continue
+            if isinstance(msg, Checked):
+                returned = True
             if isinstance(msg, ShapeFailed):
                 raise ShapeInputError(msg.message)
             if isinstance(msg, Done):
                 if msg.restart:
                     self._reap()
                     self._kill()
-                return msg.result
+                return msg.result, False
             deadline = max(0.0, deadline - (time.perf_counter() - t0))
 
     def close(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare[0].kill()
         if self._conn is not None and self.alive:
             try:
                 self._conn.send(Stop())
@@ -620,6 +672,9 @@ class Worker:
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
+        if spare is not None:
+            spare[0].join(timeout=10)
+            spare[1].close()
 
     def __enter__(self) -> Worker:
         return self

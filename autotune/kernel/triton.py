@@ -26,12 +26,18 @@ input makers and a reference"; this class fills in the rest::
   CPU (Triton's interpreter) each launch is wrapped in a profiler range of that name, so the bench
   times it there too.
 - A listed config's ``pre_hook`` runs before each launch of that config, as in ``@triton.autotune``.
+- ``compile()`` compiles ahead without launching (``compile_ahead``: Triton's ``JITFunction.warmup``), so
+  a compile worker never runs a config on the GPU being timed and a fault of the first launch surfaces in
+  the timing worker's run, typed (``autotune.engine.faults``); under the interpreter, which compiles
+  nothing, it launches once instead. ``Launch`` and ``compile_launches`` do the same for a kernel file
+  that builds its launches itself (examples/gemm_fp8.py).
 
 Importing this module imports no triton or torch; the kernel file does."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.kernel.contract import Kernel
@@ -53,6 +59,62 @@ def _is_wrapper(obj: Any) -> bool:
     # that itself has arg_names; a JITFunction's .fn is the plain Python function.
     inner = getattr(obj, "fn", None)
     return inner is not None and hasattr(inner, "arg_names")
+
+
+def is_interpreted(fn: Any) -> bool:
+    """Whether ``fn`` runs in Triton's interpreter (TRITON_INTERPRET=1 when it was decorated): there is
+    nothing to compile ahead then, a launch is the only check."""
+    return type(jit_function(fn)).__name__ == "InterpretedFunction"
+
+
+def compile_ahead(fn: Any, grid: Any, *args: Any, target: Any = None, **meta: Any) -> Any:
+    """Compile ``fn`` (a ``@triton.jit`` function, or a decorator over one) for these arguments and
+    constexprs/options (``num_warps=``...) without launching it, and return Triton's compiled kernel; a
+    compile error raises here. The launch that follows with the same arguments finds it in Triton's
+    caches. ``args`` may be tensors or dtypes (Triton's warm-up convention).
+
+    ``target`` (a ``triton.backends.compiler.GPUTarget``, e.g. ``GPUTarget("cuda", 90, 32)``) compiles for
+    that device from any machine, a CPU included (no driver needed); the result is not loaded. Under the
+    interpreter it returns None (nothing to compile). Uses Triton 3.6's ``JITFunction.warmup`` and, for a
+    target, ``triton.compile(ASTSource(...))`` as ``JITFunction.run`` builds it."""
+    jit = jit_function(fn)
+    if is_interpreted(jit):
+        return None
+    if target is None:
+        return jit.warmup(*args, grid=grid, **meta)
+    import triton
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import MockTensor, create_function_from_signature
+
+    backend = make_backend(target)
+    meta = {"debug": False, "instrumentation_mode": "", **meta}
+    args = tuple(MockTensor.wrap_dtype(a) for a in args)
+    bound, spec, options = create_function_from_signature(jit.signature, jit.params, backend)(*args, **meta)
+    options, signature, constexprs, attrs = jit._pack_args(backend, meta, bound, spec, options)
+    return triton.compile(
+        ASTSource(jit, signature, constexprs, attrs), target=target, options=options.__dict__
+    )
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of a Triton kernel, kept as data so that it can be compiled ahead or run."""
+
+    fn: Any
+    grid: tuple[int, ...]
+    args: tuple[Any, ...]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self) -> None:
+        self.fn[self.grid](*self.args, **self.meta)
+
+    def compile(self, target: Any = None) -> Any:
+        return compile_ahead(self.fn, self.grid, *self.args, target=target, **self.meta)
+
+
+def compile_launches(launches: Iterable[Launch], target: Any = None) -> list[Any]:
+    """Compile every launch ahead, none launched (see ``compile_ahead``)."""
+    return [launch.compile(target) for launch in launches]
 
 
 class TritonKernel(Kernel):
@@ -106,10 +168,32 @@ class TritonKernel(Kernel):
         return self._inputs(shape, device)
 
     def compile(self, config: Mapping[str, Any], inputs: Any) -> Callable[[], Any]:
+        """The config's launcher, compiled ahead (or loaded from Triton's cache) but not launched: a compile
+        error surfaces here, a fault of the first launch in the run. The interpreter compiles nothing: there
+        a launch is the only check."""
         out = self._output(inputs)
         launch = self.launcher(config, inputs, out)
-        launch()  # compiles (or loads from Triton's cache): a compile error surfaces here, not in timing
+        if is_interpreted(self.fn):
+            launch()
+        else:
+            pos, kwargs, grid = self._call(config, inputs, out)
+            compile_ahead(self.fn, grid, *pos, **kwargs)
         return launch
+
+    def _call(
+        self, config: Mapping[str, Any], inputs: Any, out: Any
+    ) -> tuple[tuple[Any, ...], dict[str, Any], tuple[int, ...]]:
+        """The positional args, keyword args (with the config) and grid of a launch."""
+        given = self._args(inputs, out)
+        names = list(self.fn.arg_names)
+        if isinstance(given, Mapping):
+            pos: tuple[Any, ...] = ()
+            named = dict(given)
+        else:
+            pos, named = tuple(given), {}
+        meta = {**dict(zip(names, pos, strict=False)), **named, **config}
+        grid = self._grid(meta) if callable(self._grid) else self._grid
+        return pos, {**named, **config}, tuple(grid)
 
     def launcher(self, config: Mapping[str, Any], inputs: Any, out: Any) -> Callable[[], Any]:
         """A zero-arg callable that runs ``config`` on ``inputs`` into ``out`` and returns ``out``."""

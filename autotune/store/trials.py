@@ -7,7 +7,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from autotune.errors import StoreError
@@ -16,6 +16,7 @@ from autotune.store.claims import Claims
 from autotune.store.database import Database
 from autotune.store.models import (
     BestConfigRow,
+    ClaimRow,
     EnvironmentRow,
     KernelRow,
     ShapeRow,
@@ -24,7 +25,10 @@ from autotune.store.models import (
     utcnow,
 )
 from autotune.store.rows import best_columns, best_of, best_record, key_facts, trial_result, trial_row, utc
-from autotune.trial import KIND_RETIME, KIND_SEARCH, TrialResult, TrialStatus, median_spread
+from autotune.trial import KIND_REOPENED, KIND_RETIME, KIND_SEARCH, TrialResult, TrialStatus, median_spread
+
+#: failures whose cause may have been the moment (a busy machine, a slow first call): re-opened on request
+REOPENABLE = (TrialStatus.TIMEOUT, TrialStatus.CRASHED)
 
 #: first half of the two-int advisory-lock key that serializes refresh_best per tuning key ("bt")
 _BEST_LOCK_CLASS = 0x6274
@@ -112,6 +116,34 @@ class Trials:
                     if row.status != TrialStatus.INVALID.value and row.kind == KIND_SEARCH:
                         self.claims.complete(s, key_id, row)
                 return [row.id for row in fresh]
+
+        return self.db.retrying(attempt)
+
+    def reopen(self, key_id: int, statuses: tuple[TrialStatus, ...] = REOPENABLE) -> int:
+        """Re-open a key's final failures of ``statuses`` (``autotune search --retry-failed``), in one
+        transaction: their trials stay as records (kind ``reopened``, no longer the config's evaluation) and
+        their done claims go, so the next search measures those configs again. Returns how many."""
+
+        def attempt() -> int:
+            with self.db.session(write=True) as s:
+                ids = list(
+                    s.scalars(
+                        select(TrialRow.id).where(
+                            TrialRow.key_id == key_id,
+                            TrialRow.kind == KIND_SEARCH,
+                            TrialRow.status.in_([st.value for st in statuses]),
+                        )
+                    )
+                )
+                if not ids:
+                    return 0
+                s.execute(update(TrialRow).where(TrialRow.id.in_(ids)).values(kind=KIND_REOPENED))
+                s.execute(
+                    delete(ClaimRow).where(
+                        ClaimRow.key_id == key_id, ClaimRow.status == "done", ClaimRow.trial_id.in_(ids)
+                    )
+                )
+                return len(ids)
 
         return self.db.retrying(attempt)
 

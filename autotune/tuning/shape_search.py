@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from autotune import timeline
 from autotune.engine import Candidate, Outcome, Pipeline, WorkerInfo
+from autotune.engine.faults import label as fault_label
 from autotune.engine.leases import LeaseKeeper
 from autotune.errors import SettingsError, SpaceError
 from autotune.search import StrategyContext, StrategyInfo, choose_strategy
@@ -51,9 +52,10 @@ log = logging.getLogger("autotune.tuner")
 _REFRESH_S = 2.0
 #: adaptive run timeout: a candidate may take this many times the default config's device time for the calls
 #: of one evaluation (the check, a warm-up and two profiled rounds of --num-tests), never less than the floor
-#: (the profiler's start-up in a fresh worker takes about a second), nor more than --run-timeout
+#: (a GPU timing worker starts its profiler before its first job; a valid config slower than the bound has
+#: returned its first call, and is retried under --run-timeout), nor more than --run-timeout
 _RUN_TIMEOUT_FACTOR = 100.0
-_RUN_TIMEOUT_FLOOR_S = 10.0
+_RUN_TIMEOUT_FLOOR_S = 5.0
 #: a stored trial missing from the Optuna study is adopted by a new search after this long (its writer
 #: flushes every 2 s), or at once when its process is known dead
 _ADOPT_AFTER_S = 60.0
@@ -87,6 +89,8 @@ class ShapeReport:
     reused: int
     invalid: int
     statuses: Counter[str] = field(default_factory=Counter)
+    #: the same by type (``engine.faults.label``): "launch_failed (out of memory)", "crashed (illegal address)"
+    faults: Counter[str] = field(default_factory=Counter)
     total_statuses: dict[str, int] = field(default_factory=dict)
     valid_configs: int | None = None
     exhaustive: bool = False
@@ -227,7 +231,7 @@ class ShapeSearch:
             f"{self.shape_key}: strategy {self.strategy_info.name} (history, model, imports)"
         ):
             self.strategy = self._make_strategy(history or partial(load_history, store.history), listed)
-        self._reset(listed is None)
+        self._reset(listed is None or (self.default is not None and self.default in listed))
 
     # -- set-up
 
@@ -305,7 +309,8 @@ class ShapeSearch:
         self.in_flight: dict[str, Candidate] = {}
         self.mine: set[int] = set()
         self.last_id = 0
-        # The default config runs first (the baseline of every speedup), except with --configs: exactly those.
+        # The default config runs first (the baseline of every speedup; its time bounds the others' runs);
+        # with --configs, only when it is listed: exactly those are evaluated.
         self.first: list[dict[str, Any]] = (
             [self.default] if self.default is not None and default_first else []
         )
@@ -317,8 +322,10 @@ class ShapeSearch:
         self.proposals = 0
         self.repeats = 0
         self.started_at: dict[str, datetime] = {}
-        # until this shape's default config has run, candidates get the fixed bound
-        self.pipeline.set_run_timeout(self.s.run_timeout_s)
+        # until some config of this shape has a time, a run gets a short bound: one that hangs before the
+        # default has run must not cost the full --run-timeout (one that returned once is retried under it)
+        self.timed = False
+        self.pipeline.set_run_timeout(min(self.s.first_run_timeout_s, self.s.run_timeout_s))
         self.pipeline.accept()
         self.cut = False  # the deadline passed and the candidates not yet timing were handed back
 
@@ -343,6 +350,10 @@ class ShapeSearch:
         failed = False
         try:
             with LeaseKeeper(self.store.claims, self.owner, self.s.lease_s):
+                if self.s.retry_failed and (n := self.store.trials.reopen(self.key.id)):
+                    log.info(
+                        "%s: %d timed-out or crashed configs re-opened (--retry-failed)", self.shape_key, n
+                    )
                 with timeline.phase(f"{self.shape_key}: the key's stored trials"):
                     self.seed_from_store(writer)
                 with timeline.phase(f"{self.shape_key}: search loop"):
@@ -389,6 +400,7 @@ class ShapeSearch:
         if first_time:
             self.strategy.tell(res.config, res)
             self._note_best(res)
+            self._adapt_run_timeout(res)
 
     def refresh(self) -> None:
         """What other processes stored meanwhile (they write their own trials to the Optuna study)."""
@@ -438,7 +450,11 @@ class ShapeSearch:
         is never asked for more than the budget can still evaluate."""
         stale = 0
         while len(self.in_flight) < self._depth() and self._budget_left():
+            if self.default is not None and config_hash(self.default) in self.in_flight:
+                return  # the default goes alone: the others wait for its time (their run bound)
             want = min(self._depth() - len(self.in_flight), self._budget_left())
+            if self.first and self.first[0] == self.default:
+                want = 1
             batch, self.first = self.first[:want], self.first[want:]
             if len(batch) < want and not self.strategy.exhausted:
                 batch += self.strategy.propose(want - len(batch))
@@ -487,6 +503,7 @@ class ShapeSearch:
             writer.add(trial_id, res)
             self.report.invalid += 1
             self.report.statuses[res.status.value] += 1
+            self.report.faults[fault_label(res)] += 1
 
     def _claim_and_submit(self, fresh: dict[str, dict[str, Any]]) -> int:
         """Claim new valid configs in one transaction; submit those that are ours. Returns how many."""
@@ -583,6 +600,7 @@ class ShapeSearch:
             writer.add(trial_id, res, autotune_device=out.device)
             self.strategy.tell(out.candidate.config, res)
             self.report.statuses[res.status.value] += 1
+            self.report.faults[fault_label(res)] += 1
             self.finished += 1
             self._note_best(res)
             self._adapt_run_timeout(res)
@@ -591,11 +609,18 @@ class ShapeSearch:
                 self.on_event(event)
 
     def _adapt_run_timeout(self, res: TrialResult) -> None:
-        """The default config's time bounds the others' (a hanging candidate need not cost the full bound)."""
-        if res.status is TrialStatus.OK and self.default is not None and res.config == self.default:
+        """The default config's time bounds the others' (a hanging candidate need not cost the full bound);
+        once any config has a time without the default's, the fixed --run-timeout holds."""
+        if res.status is not TrialStatus.OK or not res.timed:
+            return
+        if self.default is not None and res.config == self.default:
             calls = 2 * self.s.num_tests + 4
             adapted = max(_RUN_TIMEOUT_FLOOR_S, _RUN_TIMEOUT_FACTOR * (res.time_s or 0.0) * calls)
             self.pipeline.set_run_timeout(min(self.s.run_timeout_s, adapted))
+            self.timed = True
+        elif not self.timed:
+            self.pipeline.set_run_timeout(None)
+            self.timed = True
 
     # -- the end
 

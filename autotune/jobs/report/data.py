@@ -4,9 +4,11 @@ JSON outputs all render (so they never disagree)."""
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from autotune.engine.faults import label
 from autotune.records import KeyState
 from autotune.trial import KIND_SEARCH, TrialStatus, config_hash
 
@@ -83,7 +85,8 @@ def _shape(
         # the kernel's own reference (e.g. cuBLASLt) is not timed by the engine yet
         "speedup_reference": None,
         "environment": current["environment"],
-        "failures": {k: n for k, n in current["counts"].items() if k != TrialStatus.OK.value},
+        # by type: "crashed (illegal address)", "launch_failed (out of memory)" (``engine.faults.label``)
+        "failures": current["failures"],
         "last_verification": ver[-1] if ver else None,
         "versions": versions,
         "verifications": ver,
@@ -122,6 +125,7 @@ def _version(store: StoreReader, s: KeyState, vs: list[Any]) -> dict[str, Any]:
         "speedup_from": speedup_from,
         "trials": s.trials,
         "counts": s.counts,
+        "failures": dict(sorted(Counter(label(t) for t in trials if t.status is not TrialStatus.OK).items())),
         "history": [
             {"i": i, "time_s": t.time_s if t.timed else None, "status": t.status.value}
             for i, t in enumerate(trials)
