@@ -36,6 +36,7 @@ from autotune.engine.messages import (
     WorkerInfo,
 )
 from autotune.errors import AutotuneError, KernelFileError
+from autotune.procs import shielded, start_shielded
 from autotune.trial import TrialResult, TrialStatus
 
 log = logging.getLogger("autotune.worker")
@@ -318,9 +319,11 @@ class Worker:
     def start(self) -> WorkerInfo:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
-            target=_child_main, args=(child, self.kernel_path, self._child_device, self._env), daemon=True
+            target=shielded,
+            args=(_child_main, child, self.kernel_path, self._child_device, self._env),
+            daemon=True,
         )
-        proc.start()
+        start_shielded(proc)  # Ctrl-C reaches the orchestrator alone: it ends its workers itself
         child.close()
         self._proc, self._conn = proc, parent
         timeout = self.options.start_timeout_s

@@ -18,8 +18,10 @@ import logging
 import multiprocessing as mp
 import os
 import queue
+import time
 from typing import TYPE_CHECKING, Any
 
+from autotune.procs import shielded, start_shielded
 from autotune.trial import TrialResult
 
 if TYPE_CHECKING:
@@ -31,6 +33,8 @@ log = logging.getLogger("autotune.search")
 _POLL_S = 1.0
 #: trials written per transaction at most
 _BATCH = 256
+#: seconds a failed or interrupted search waits for its writer (Ctrl-C must end the command promptly)
+_CLOSE_FAILED_S = 10.0
 
 
 def _open_study(url: str, study_name: str) -> tuple[Any, Any, set[Any]]:
@@ -196,12 +200,12 @@ class StudyWriter:
         self._done = ctx.Queue()
         lock = store.db.process_write_lock(ctx)
         self._proc = ctx.Process(
-            target=_writer_main,
-            args=(store.url, study_name, space.to_dict(), self._q, self._done, lock),
+            target=shielded,
+            args=(_writer_main, store.url, study_name, space.to_dict(), self._q, self._done, lock),
             daemon=True,
             name="autotune-study-writer",
         )
-        self._proc.start()
+        start_shielded(self._proc)  # Ctrl-C must not kill it mid-write: close() decides
         self._sent: set[int] = set()
         self.written = 0
         self.errors: list[str] = []
@@ -214,15 +218,27 @@ class StudyWriter:
 
     def close(self, timeout_s: float = 600.0, *, quiet: bool = False) -> None:
         """Wait until every trial handed over is written (the study is complete when the search ends).
-        ``quiet``: the search already failed (e.g. the database went away): report nothing more."""
+        ``quiet``: the search already failed or was interrupted (e.g. Ctrl-C, the database went away):
+        report nothing more, and wait at most ``_CLOSE_FAILED_S`` (the next run adds the rest). A writer
+        that died is never waited for."""
         self._q.put(None)
-        try:
-            self.written, self.errors = self._done.get(timeout=timeout_s)
-        except queue.Empty:
-            log.warning(
-                "the Optuna study writer did not finish in %.0f s; the next run adds the rest", timeout_s
-            )
-        self._proc.join(timeout=10)
+        deadline = time.monotonic() + (min(timeout_s, _CLOSE_FAILED_S) if quiet else timeout_s)
+        while True:
+            try:
+                self.written, self.errors = self._done.get(timeout=0.2)
+                break
+            except queue.Empty:
+                if not self._proc.is_alive() and self._done.empty():
+                    log.debug("the Optuna study writer exited with %s", self._proc.exitcode)
+                    break
+                if time.monotonic() > deadline:
+                    if not quiet:
+                        log.warning(
+                            "the Optuna study writer did not finish in %.0f s; the next run adds the rest",
+                            timeout_s,
+                        )
+                    break
+        self._proc.join(timeout=2)
         if self._proc.is_alive():
             self._proc.kill()
         for e in [] if quiet else self.errors[:3]:
