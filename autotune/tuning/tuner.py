@@ -155,6 +155,8 @@ class Tuner:
         from autotune.store.optuna_study import StudyWriter
 
         store = self.store
+        # a search killed with -9 left its claims running: close them (same host: pid gone; others: lease)
+        store.claims.close_stale()
         search = ShapeSearch(
             shape,
             SearchEngine(self.pipeline, tuple(self.infos), self.space, self.features),
