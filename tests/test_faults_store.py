@@ -155,3 +155,45 @@ def test_a_killed_nightly_run_is_closed_as_killed_by_the_next(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         store.close()
+
+
+OLD_DB = ROOT / "tests" / "data" / "db" / "autotune_0001.db"
+MATMUL = ROOT / "examples" / "matmul_cpu.py"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["nightly", "{job}"],
+        ["search", str(MATMUL), "--device", "cpu", "--trials", "1", "--db", "{db}"],
+        ["show", "--db", "{db}"],
+        ["export", "--out", "{out}", "--db", "{db}"],
+        ["report", "--out", "{out_dir}", "--db", "{db}"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_refusing_command_writes_nothing(tmp_path, command):
+    """A database at revision 0001: every command refuses (run `autotune db upgrade`) and leaves the file
+    byte for byte as it was, with no file beside it (a writable SQLite connection alone switched it to WAL)."""
+    import hashlib
+    import shutil
+
+    folder = tmp_path / "db"
+    folder.mkdir()
+    db = folder / "old.db"
+    shutil.copy(OLD_DB, db)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: refused\ndevices: cpu\nkernels:\n  - file: {MATMUL}\n    shapes: ['M=64,N=64,K=64']\n"
+        "strategy: random\nevaluations: 2\nseed: 0\n"
+    )
+    args = [a.format(job=job, db=db, out=tmp_path / "x.json", out_dir=tmp_path / "r") for a in command]
+    proc = subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "AUTOTUNE_DB": str(db)},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "0001" in proc.stderr and "autotune db upgrade" in proc.stderr, proc.stderr
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before, "a refusing command changed the database"
+    assert sorted(p.name for p in folder.iterdir()) == ["old.db"]
