@@ -16,6 +16,7 @@ from rich.table import Table
 
 from autotune.cli.common import DbOption, ShapesOption, check_strategy, err, fmt_config, out
 from autotune.errors import DatabaseUnreachableError, SettingsError
+from autotune.files import check_writable, write_text
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
@@ -123,11 +124,13 @@ def search(
         raise SettingsError(f"--configs {configs}: no such file")
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
+    if json_out is not None:
+        check_writable(json_out, "--json")  # before the search, not after it
     store, new_db = _open_db(db)
     reports, kernel = _run(file, store, new_db, settings, shapes)
     print_reports(reports, kernel)
     if json_out is not None:
-        json_out.write_text(json.dumps([report_dict(r) for r in reports], indent=2, default=str))
+        write_text(json_out, json.dumps([report_dict(r) for r in reports], indent=2, default=str), "--json")
 
 
 def _open_db(db: str | None) -> tuple[Store, bool]:

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from autotune.cli.common import DbOption, ShapesOption, fail, fmt_config, out
 from autotune.errors import SettingsError
+from autotune.files import check_writable, write_text
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
@@ -114,12 +115,13 @@ def _space_from_triton(spec: str, out_path: Path | None, product: bool) -> Path 
     to be checked as any space file)."""
     from autotune.space.triton import dump_yaml, space_from_file
 
+    if out_path is not None:
+        check_writable(out_path)  # before the kernel file is imported
     text = dump_yaml(space_from_file(spec, product=product))
     if out_path is None:
         typer.echo(text, nl=False)
         return None
-    out_path.write_text(text)
-    return out_path
+    return write_text(out_path, text)
 
 
 def _device_facts(facts: str) -> dict[str, Any]:
@@ -241,9 +243,10 @@ def landscape_export(
     from autotune.store import Store
     from autotune.tuning.landscape import export_landscape
 
+    check_writable(out)
     store = Store.open(db, create=False, readonly=True)
     land = export_landscape(store, kernel, format_shape(parse_shape(shape)), device)
-    out.write_text(json.dumps(land.to_json(), indent=1))
+    write_text(out, json.dumps(land.to_json(), indent=1))
     typer.echo(f"wrote {out}: {len(land.results)} configs of {kernel} {land.shape_key} on {land.device_name}")
 
 
@@ -294,7 +297,7 @@ def replay(
     for line in rp.format_table(runs, report_at):
         typer.echo(line)
     if json_out:
-        json_out.write_text(json.dumps([r.__dict__ for r in runs], indent=1))
+        write_text(json_out, json.dumps([r.__dict__ for r in runs], indent=1), "--json")
 
 
 def _strategies(text: str) -> list[str]:

