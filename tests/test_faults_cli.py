@@ -107,3 +107,25 @@ def test_since_with_an_overflowing_age_is_one_line(tmp_path, age):
         autotune("report", "--out", tmp_path / "r", "--since", age, "--db", tmp_path / "x.db")
     )
     assert "--since" in line
+
+
+def test_space_from_triton_on_a_file_that_exits_at_import(tmp_path):
+    f = tmp_path / "exits.py"
+    f.write_text("import os\nos._exit(7)\nCONFIGS = []\n")
+    line = one_error_line(autotune("space", "--from-triton", f"{f}:CONFIGS"))
+    assert str(f) in line and "exited with code 7" in line
+
+
+def test_space_from_triton_on_a_file_that_hangs_at_import(tmp_path):
+    f = tmp_path / "hangs.py"
+    f.write_text("import time\ntime.sleep(3600)\nCONFIGS = []\n")
+    proc = autotune("space", "--from-triton", f"{f}:CONFIGS", env={"AUTOTUNE_START_TIMEOUT": "3"})
+    line = one_error_line(proc)
+    assert "did not finish within 3 s" in line and "AUTOTUNE_START_TIMEOUT" in line
+
+
+def test_space_from_triton_still_reads_a_list_and_reports_its_errors(tmp_path):
+    ok = autotune("space", "--from-triton", f"{configs_file(tmp_path)}:CONFIGS")
+    assert ok.returncode == 0 and "BLOCK" in ok.stdout, ok.stderr
+    line = one_error_line(autotune("space", "--from-triton", f"{configs_file(tmp_path)}:NOPE"))
+    assert "defines no 'NOPE'" in line

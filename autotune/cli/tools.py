@@ -113,11 +113,24 @@ def space(
 def _space_from_triton(spec: str, out_path: Path | None, product: bool) -> Path | None:
     """The space of a ``triton.Config`` list as YAML: on stdout (None), or written to ``out_path`` (returned,
     to be checked as any space file)."""
+    from functools import partial
+
+    from autotune.kernel.isolated import run_isolated
+    from autotune.settings import SearchSettings
     from autotune.space.triton import dump_yaml, space_from_file
 
     if out_path is not None:
         check_writable(out_path)  # before the kernel file is imported
-    text = dump_yaml(space_from_file(spec, product=product))
+    # the file's top level runs in a child: an os._exit() or a hang there must not end or hang the CLI
+    space = run_isolated(
+        partial(space_from_file, product=product),
+        spec,
+        path=spec.rpartition(":")[0] or spec,
+        doing="reading the triton.Config list",
+        timeout_s=SearchSettings().start_timeout_s,
+        timeout_hint="AUTOTUNE_START_TIMEOUT",
+    )
+    text = dump_yaml(space)
     if out_path is None:
         typer.echo(text, nl=False)
         return None
