@@ -129,3 +129,50 @@ def test_space_from_triton_still_reads_a_list_and_reports_its_errors(tmp_path):
     assert ok.returncode == 0 and "BLOCK" in ok.stdout, ok.stderr
     line = one_error_line(autotune("space", "--from-triton", f"{configs_file(tmp_path)}:NOPE"))
     assert "defines no 'NOPE'" in line
+
+
+def _landscape(tmp_path: Path, configs: list, name: str = "land.json") -> Path:
+    import json
+
+    from autotune.engine.simulated import FORMAT, VERSION
+
+    doc = {
+        "format": FORMAT, "version": VERSION, "kernel": "k", "device_name": "cpu", "shape": {"N": 1},
+        "space": {"name": "k", "params": {"B": [1, 2, 3]}}, "configs": configs,
+    }  # fmt: skip
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _ok(b: int, t: object) -> dict:
+    return {"config": {"B": b}, "status": "ok", "time_s": t}
+
+
+@pytest.mark.parametrize(
+    "configs, why",
+    [
+        ([_ok(1, 0), _ok(2, 2e-5)], "time_s > 0"),
+        ([_ok(1, "fast"), _ok(2, 2e-5)], "time_s > 0"),
+        ([_ok(1, -1e-5), _ok(2, 2e-5)], "time_s > 0"),
+        ([_ok(1, float("nan")), _ok(2, 2e-5)], "time_s > 0"),
+        ([{"config": {"B": 1}, "status": "ok"}, _ok(2, 2e-5)], "time_s > 0"),
+        ([], "empty"),
+        ([{"config": {"B": 1}, "status": "timeout", "time_s": None}], "no ok config"),
+    ],
+    ids=["zero", "fast", "negative", "nan", "missing", "empty", "no-ok"],
+)
+def test_replay_of_a_landscape_with_bad_times_is_one_line(tmp_path, configs, why):
+    """Before: 0 and "fast" were internal errors (exit 3), the rest regret tables of nan or -100 %."""
+    land = _landscape(tmp_path, configs)
+    line = one_error_line(
+        autotune("replay", land, "--strategy", "random", "--evaluations", "2", "--seeds", "1")
+    )
+    assert str(land) in line and why in line, line
+
+
+def test_replay_of_a_good_landscape_still_runs(tmp_path):
+    land = _landscape(tmp_path, [_ok(1, 3e-5), _ok(2, 2e-5), {"config": {"B": 3}, "status": "timeout"}])
+    proc = autotune("replay", land, "--strategy", "random", "--evaluations", "2", "--seeds", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "nan" not in proc.stdout and "-100" not in proc.stdout
