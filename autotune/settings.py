@@ -36,6 +36,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_STRATEGY": "search strategy: auto, tpe, random, exhaustive (grid) (default auto)",
     "AUTOTUNE_RETIME_TOP": "finalists re-timed before a best is declared (default 3; 0 = none)",
     "AUTOTUNE_RETIME_ROUNDS": "interleaved rounds of re-timing the finalists (default 3)",
+    "AUTOTUNE_UNRELIABLE_SPREAD": "a best whose measurements spread more than this fraction of its median is flagged unreliable (default 0.5)",
     "AUTOTUNE_SEED": "strategy seed",
     "AUTOTUNE_DEVICES": "devices to time on: cuda, cuda:0,cuda:1, all or cpu (default: cuda if present)",
     "AUTOTUNE_NUM_TESTS": "timed calls per measurement (default 30)",
@@ -45,10 +46,14 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_COMPILE_WORKERS": "processes compiling ahead of the timing workers (default: cores - 1)",
     "AUTOTUNE_LEASE": "seconds a claim stays valid without renewal (default 30)",
     "AUTOTUNE_FLUSH_BYTES": "bytes written to flush the caches before each timed call (default: 2x L2 on a GPU; 2x the last-level cache, at most 128 MiB, on a CPU)",
+    "AUTOTUNE_THROTTLE_THRESHOLD": "a measurement whose lowest SM clock is below this share of the GPU's maximum is re-taken (default 0.75, as nvbench's --throttle-threshold)",
+    "AUTOTUNE_THROTTLE_RECOVERY": "seconds to wait before re-taking a throttled measurement (default 0.05)",
+    "AUTOTUNE_THROTTLE_RETAKES": "times a throttled measurement is re-taken before it is stored flagged throttled (default 3)",
     "AUTOTUNE_USE_NVIDIA_TOOLS": "1 under Nsight/Compute Sanitizer: the bench returns placeholders",
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
     "AUTOTUNE_LOOKUP_RETRY": "seconds best_config remembers a failed database before retrying (default 60)",
+    "AUTOTUNE_PRINT": "1: the @autotune drop-in prints the config it chose for each key once (as TRITON_PRINT_AUTOTUNING)",
     "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
 }
 
@@ -147,6 +152,31 @@ def flush_bytes() -> int | None:
     return _read("AUTOTUNE_FLUSH_BYTES", None, parse, lenient=False)
 
 
+@dataclass(frozen=True)
+class Throttle:
+    """When a GPU measurement counts as throttled and how it is re-taken (``autotune.clocks.measure``)."""
+
+    #: share of the device's maximum SM clock below which a measurement is re-taken (nvbench's 0.75)
+    threshold: float = 0.75
+    #: seconds to let the clock recover before re-taking (nvbench's --throttle-recovery-delay is 0.05 s)
+    recovery_s: float = 0.05
+    #: re-takes before the measurement is kept, flagged throttled
+    retakes: int = 3
+
+
+def throttle() -> Throttle:
+    """``AUTOTUNE_THROTTLE_THRESHOLD`` (0 < x <= 1), ``_RECOVERY`` (seconds) and ``_RETAKES``."""
+    default = Throttle()
+    threshold = env_float("AUTOTUNE_THROTTLE_THRESHOLD", default.threshold)
+    if not 0 < threshold <= 1:
+        raise SettingsError(f"AUTOTUNE_THROTTLE_THRESHOLD must be > 0 and <= 1 (got {threshold})")
+    return Throttle(
+        threshold,
+        env_float("AUTOTUNE_THROTTLE_RECOVERY", default.recovery_s),
+        env_int("AUTOTUNE_THROTTLE_RETAKES", default.retakes, minimum=0),
+    )
+
+
 #: Set (to anything but "" or "0") when running under Nsight Systems / Compute Sanitizer: internal
 #: profiling conflicts with those tools, so the bench returns placeholder 1s, marked as not measured.
 NVIDIA_TOOLS_ENV = ("AUTOTUNE_USE_NVIDIA_TOOLS", "DG_USE_NVIDIA_TOOLS")
@@ -180,6 +210,11 @@ def record() -> str | None:
     record into the database the lookup reads) or the URL of the database to record into."""
     raw = env_str("AUTOTUNE_RECORD", None)
     return None if raw is None or raw.lower() in _OFF else raw
+
+
+def print_choices() -> bool:
+    """``AUTOTUNE_PRINT``: the drop-in prints each key's chosen config (an on/off value: never raises)."""
+    return env_bool("AUTOTUNE_PRINT")
 
 
 #: seconds best_config's first lookup of a (database, kernel, device) waits for its rows
@@ -230,6 +265,9 @@ class SearchSettings:
     #: the top configs measured again, interleaved over rounds on one device, before a best is declared
     retime_top: int = _default("AUTOTUNE_RETIME_TOP", env_int, 3, minimum=0)
     retime_rounds: int = _default("AUTOTUNE_RETIME_ROUNDS", env_int, 3, minimum=1)
+    #: a best whose measurements spread more than this ((max - min) / median over its re-timings, else
+    #: (p90 - p10) / median of its launches) is flagged unreliable, never silently crowned
+    unreliable_spread: float = _default("AUTOTUNE_UNRELIABLE_SPREAD", env_float, 0.5, positive=True)
     #: a JSON file listing the configs to evaluate (exactly those, in order, each checked against the
     #: space), instead of proposals from the strategy's model: e.g. an existing ``triton.Config`` list
     configs_file: str | None = None
@@ -270,4 +308,5 @@ def check_environment() -> SearchSettings:
     against the registry)."""
     settings = SearchSettings()
     flush_bytes()
+    throttle()
     return settings

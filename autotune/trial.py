@@ -78,6 +78,17 @@ class TrialResult:
     #: KIND_SEARCH (a config's first evaluation) or KIND_RETIME (a finalist measured again before a best is
     #: declared; only search trials count as the config's evaluation for claims and the Optuna study)
     kind: str = KIND_SEARCH
+    #: the GPU's SM clock while the kept measurement ran: lowest and highest reading, the device's maximum
+    #: (MHz), and the throttle reasons seen (comma-separated NVML names); None without a clock source
+    #: (no GPU, no ``nvidia-ml-py``). ``autotune.clocks``
+    clock_min_mhz: float | None = None
+    clock_max_mhz: float | None = None
+    clock_limit_mhz: float | None = None
+    throttle_reasons: str | None = None
+    #: the lowest clock stayed below AUTOTUNE_THROTTLE_THRESHOLD x the maximum through every re-take
+    throttled: bool | None = None
+    #: measurements re-taken because their clock was low
+    retakes: int | None = None
 
     @property
     def timed(self) -> bool:
@@ -96,10 +107,20 @@ class TrialResult:
         return cls(**d)
 
 
+def fmt_config(config: Mapping[str, Any] | None) -> str:
+    """A config as the tables and progress lines show it: ``K=v,K=v`` ("-" when there is none)."""
+    if not config:
+        return "-"
+    return ",".join(f"{k}={v}" for k, v in config.items())
+
+
 def fmt_time(t: float | None) -> str:
-    """A time as the tables and reports show it (ms from 1 ms up, else us; "-" when there is none)."""
+    """A time as the tables and reports show it (s from 1 s up, ms from 1 ms up, else us; "-" when there is
+    none)."""
     if t is None:
         return "-"
+    if t >= 1.0:
+        return f"{t:.3f} s"
     if t >= 1e-3:
         return f"{t * 1e3:.3f} ms"
     return f"{t * 1e6:.2f} us"

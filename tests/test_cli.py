@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.cli.inspect import best_dict
-from autotune.cli.search import report_dict
+from autotune.cli.search import print_reports, report_dict
 from autotune.records import BestRecord
-from autotune.trial import TrialResult, TrialStatus
+from autotune.trial import TrialResult, TrialStatus, fmt_time
 from autotune.tuning.tuner import Finalist, ShapeReport
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +82,9 @@ def test_search_json_has_every_report_field_as_before():
         "finalists": [f.__dict__ for f in r.finalists],
         "finalists_within_noise": r.within_noise,
         "history": {"measurements": r.history_points, "keys": r.history_keys},
+        "best_samples": r.best_samples,
+        "best_spread": r.best_spread,
+        "unreliable": r.unreliable,
     }
     got = json.loads(json.dumps(report_dict(r), default=str))
     assert got == json.loads(json.dumps(expected, default=str))
@@ -154,6 +157,29 @@ def test_best_json_has_every_record_field_as_before():
     }
     assert best_dict(r) == expected
     assert json.loads(json.dumps(best_dict(r))) == expected
+
+
+def test_the_table_flags_an_unreliable_best_and_a_finalist_measured_once(capsys):
+    from dataclasses import replace
+
+    steady = _report()
+    steady.finalists.append(Finalist({"BLOCK": 8}, 2e-5, 2e-5, None, 1))
+    wild = replace(_report(), shape_key="M=128", best_samples=4, best_spread=6.1, unreliable=True)
+    print_reports([steady, wild], "gemm")
+    text = capsys.readouterr().out
+    (steady_row,) = [line for line in text.splitlines() if "M=64 " in line and "BLOCK=64" in line]
+    (wild_row,) = [line for line in text.splitlines() if "M=128 " in line and "BLOCK=64" in line]
+    assert "unreliable" not in steady_row and "3.00x" in steady_row
+    assert "unreliable (spread ±610%)" in wild_row and "3.00x (unreliable)" in wild_row
+    assert "20.00 us (one sample)" in text and "n=1" not in text
+
+
+def test_times_are_printed_in_sensible_units():
+    assert fmt_time(118.25) == "118.250 s"
+    assert fmt_time(0.11825) == "118.250 ms"
+    assert fmt_time(1.5) == "1.500 s"
+    assert fmt_time(2.5e-6) == "2.50 us"
+    assert fmt_time(None) == "-"
 
 
 def test_every_command_is_mounted_in_the_order_help_lists_them():

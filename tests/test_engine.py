@@ -181,6 +181,9 @@ def test_search_with_simulated_devices(sqlite_url, devices):
     assert min(t.value for t in ok) == pytest.approx(report.best.time_s)
     failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
     assert {t.user_attrs["autotune_status"] for t in failed} == {"compile_failed"}
+    # named for people (optuna-dashboard shows these): the metric, and what the hash name stands for
+    assert study.metric_names == ["time_s"]
+    assert study.user_attrs == {"kernel": "sim_kernel", "shape": {"N": 8}, "device": "Sim GPU"}
 
 
 def test_budget_and_strategies_on_simulated_devices(sqlite_url):
@@ -282,6 +285,8 @@ def test_optuna_dashboard_lists_each_shape_study_with_real_times(sqlite_url):
         report = next(r for r in reports if r.study_name == s["study_name"])
         assert min(values) == pytest.approx(report.best.time_s)
         assert all(t["state"] in ("Complete", "Fail") for t in detail["trials"])
+        assert detail["objective_names"] == ["time_s"]  # not "Objective 0"
+        assert {a["key"] for a in detail["user_attrs"]} >= {"kernel", "shape", "device"}
 
 
 def test_devices_of_different_models_are_refused(sqlite_url):

@@ -195,7 +195,7 @@ def test_upgrade_from_a_database_written_by_0001(tmp_path):
     store = Store(f"sqlite:///{db}")
     with pytest.raises(SchemaOutOfDateError, match="autotune db upgrade"):
         store.schema.check()
-    assert store.schema.upgrade() == ("0001", "0004")
+    assert store.schema.upgrade() == ("0001", "0005")
     store.schema.check()
     assert schema_diffs(store) == []
     with sqlite3.connect(db) as conn:
@@ -344,7 +344,7 @@ def add_0003_rows(store: Store) -> None:
 
 
 def test_downgrade_to_each_revision_and_upgrade_again_keeps_the_data(db_url):
-    """`alembic downgrade` 0004 -> 0003 -> 0002 -> 0001 with data (on SQLite it failed: "FOREIGN KEY
+    """`alembic downgrade` 0005 -> 0004 -> 0003 -> 0002 -> 0001 with data (on SQLite it failed: "FOREIGN KEY
     constraint failed", batch mode dropped a table other rows reference), then upgraded back: the kept
     tables' rows are unchanged at every step, and the schema is the models' again."""
     from sqlalchemy import text
@@ -357,6 +357,7 @@ def test_downgrade_to_each_revision_and_upgrade_again_keeps_the_data(db_url):
     before = kept_rows(store, columns)
     assert len(before["autotune_trials"]) == 4
     for rev, gone in [
+        ("0004", set()),
         ("0003", set()),
         ("0002", {"autotune_verifications", "autotune_shape_requests", "autotune_nightly_runs"}),
         ("0001", {"autotune_claims"}),
@@ -365,11 +366,36 @@ def test_downgrade_to_each_revision_and_upgrade_again_keeps_the_data(db_url):
         assert store.schema.status()[0] == rev
         assert not gone & set(inspect(store.db.engine).get_table_names())
         assert kept_rows(store, columns) == before, rev
-    assert store.schema.upgrade() == ("0001", "0004")
+    assert store.schema.upgrade() == ("0001", "0005")
     assert schema_diffs(store) == [] and kept_rows(store, columns) == before
     with store.db.engine.connect() as conn:  # 0002 backfilled a done claim per evaluated config again
         assert conn.execute(text("SELECT count(*) FROM autotune_claims WHERE status = 'done'")).scalar() == 4
     if store.db.is_sqlite:
         with store.db.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall() == []
+    store.close()
+
+
+def test_0005_inconclusive_verdicts_and_clock_columns_round_trip(db_url):
+    """0005 allows the `inconclusive` verdict (and still refuses unknown ones), adds the clock columns;
+    its downgrade stores an inconclusive verification as `failed` (0004's spelling of "no verdict")."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    store = Store(db_url)
+    alembic_cli(db_url, "upgrade", "0001")
+    copy_0001_rows(store)
+    alembic_cli(db_url, "upgrade", "head")
+    add_0003_rows(store)
+    with store.db.engine.begin() as conn:
+        conn.execute(text("UPDATE autotune_verifications SET status = 'inconclusive', throttled = 2"))
+        conn.execute(text("UPDATE autotune_trials SET clock_min_mhz = 1500, throttled = false"))
+    with pytest.raises(IntegrityError), store.db.engine.begin() as conn:
+        conn.execute(text("UPDATE autotune_verifications SET status = 'maybe'"))
+    alembic_cli(db_url, "downgrade", "0004")
+    with store.db.engine.connect() as conn:
+        assert conn.execute(text("SELECT status FROM autotune_verifications")).scalars().all() == ["failed"]
+    assert "clock_min_mhz" not in {c["name"] for c in inspect(store.db.engine).get_columns("autotune_trials")}
+    alembic_cli(db_url, "upgrade", "head")
+    assert schema_diffs(store) == []
     store.close()

@@ -125,6 +125,10 @@ def test_cpu_job_end_to_end(url, tmp_path):
     assert "tune    M=64,N=64,K=64: 3 evaluations (not tuned yet: explicit shape)" in plan.stderr
     first = autotune("nightly", str(job), "--json", str(tmp_path / "first.json"))
     assert first.returncode == 0, first.stderr
+    trial_lines = [line for line in first.stderr.splitlines() if line.startswith("[M=64,N=64,K=64] trial ")]
+    assert [line.split()[2] for line in trial_lines] == ["1/3", "2/3", "3/3"], (
+        first.stderr
+    )  # a line per trial
     summary = json.loads((tmp_path / "first.json").read_text())
     assert [s["evaluations"] for s in summary["shapes"]] == [3] and not summary["verifications"]
     second = autotune("nightly", str(job), "--json", str(tmp_path / "second.json"))
@@ -135,7 +139,9 @@ def test_cpu_job_end_to_end(url, tmp_path):
     assert len(v["samples_s"]) == 5 and v["status"] in ("ok", "regression", "improved")
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert len(report["runs"]) == 2 and report["run"]["run_id"] == summary["run_id"]
-    assert (tmp_path / "report" / "report.html").stat().st_size > 1_000_000  # plotly.js inlined
+    # plotly.js once beside the reports, not inlined in each
+    assert (tmp_path / "report" / "report.html").stat().st_size < 500_000
+    assert len(list((tmp_path / "report").glob("plotly-*.min.js"))) == 1
     store = Store(url)
     assert store.trials.duplicate_measurements() == 0 and len(store.verifications.recorded()) == 1
 
@@ -165,6 +171,17 @@ def test_recorded_misses_flow_into_the_next_job(one_run_db, sqlite_url, tmp_path
     )
     assert autotune("nightly", str(requested)).returncode == 0
     assert Store(sqlite_url).trials.best("matmul_cpu", shape_key="M=96,N=64,K=64")
+
+
+def test_a_run_with_nothing_to_do_exits_3_saying_why(one_run_db, sqlite_url, tmp_path):
+    """Issue 22 item 5: a run that evaluated and verified nothing said "done" and exited 0."""
+    continue_from(one_run_db, sqlite_url)
+    idle = autotune("nightly", str(write_job(tmp_path, sqlite_url, name="idle", verify=False)))
+    assert idle.returncode == 3, idle.stderr
+    assert (
+        "error: nothing evaluated or verified: every shape is tuned and nothing was verified" in idle.stderr
+    )
+    assert "Traceback" not in idle.stderr
 
 
 def test_injected_regression_fails_the_second_run(one_run_db, sqlite_url, tmp_path):

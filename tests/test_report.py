@@ -52,9 +52,21 @@ def test_report_files_agree(reported):
     for s in doc["shapes"]:
         assert f"| {s['kernel']} | {s['shape']} |" in md
     html = files["report.html"].read_text()
-    # self-contained: plotly.js inlined, nothing fetched from the network
-    assert "Plotly" in html and not re.search(r"<script[^>]+src=", html)
+    # plotly.js from the one shared copy beside the reports, nothing fetched from the network
+    (src,) = re.findall(r"<script[^>]+src='([^']+)'", html)
+    assert (
+        re.fullmatch(r"plotly-[0-9.]+\.min\.js", src)
+        and "Plotly" in (files["report.html"].parent / src).read_text()
+    )
+    assert len(html) < 500_000  # not 4.8 MB of plotly.js per report
     assert html.count("plotly-graph-div") == 1 + len(doc["shapes"])
+    # the HTML has the Markdown's tables, the Markdown the configs
+    for title in ("Best configs", "Failures by status"):
+        assert (f"## {title}" in md) == (f"<h2>{title}</h2>" in html)
+    assert "<h2>Best configs</h2>" in html
+    for s in doc["shapes"]:
+        config = ",".join(f"{k}={v}" for k, v in s["best_config"].items())
+        assert config in md.replace("\\", "") and config in html
 
 
 def test_report_cli_and_since(reported, tmp_path):
@@ -97,6 +109,27 @@ def test_report_cli_and_since(reported, tmp_path):
     )
     assert bad.returncode == 2 and "--since 'yesterday'" in bad.stderr and bad.stderr.count("\n") == 1
     assert parse_since("2026-12-01").tzinfo is not None
+
+
+def test_the_shared_plotly_js_is_written_once(reported, tmp_path):
+    files, second, url = reported
+    write_report(url, tmp_path / "r", run_id=second.run_id)
+    (js,) = (tmp_path / "r").glob("plotly-*.min.js")
+    stamp = js.stat().st_mtime_ns
+    write_report(url, tmp_path / "r", run_id=second.run_id)
+    assert js.stat().st_mtime_ns == stamp and len(list((tmp_path / "r").glob("plotly-*"))) == 1
+
+
+def test_status_colours_are_fixed_across_reports():
+    from autotune.jobs.report.html import STATUS_COLOURS, _status_traces
+
+    one = _status_traces([{"counts": {"timeout": 1, "ok": 5}}])[0]
+    two = _status_traces([{"counts": {"crashed": 2, "ok": 1, "timeout": 3}}])[0]
+    colour = {}
+    for bar in (one, two):
+        for status, c in zip(bar.x, bar.marker.color, strict=True):
+            assert colour.setdefault(status, c) == c == STATUS_COLOURS[status]
+    assert list(two.x) == ["ok", "timeout", "crashed"]  # the statuses' own order, not alphabetical
 
 
 def test_report_of_an_empty_database(sqlite_url, tmp_path):
@@ -207,6 +240,29 @@ def test_report_renders_in_headless_chromium(reported, tmp_path):
     proc = _browse(page, f"--screenshot={shot}", "--window-size=1400,1200")
     assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
     assert _console(proc.stderr) == []
+    # every panel names its axes, and the optimization history's time axis is logarithmic (read from the
+    # page plotly drew: a script appended to a copy of the page writes the figures' axes into the DOM)
+    probe = page.with_name("probe.html")
+    probe.write_text(
+        page.read_text().replace(
+            "</body>",
+            "<script>window.addEventListener('load', () => { const axes = [];"
+            " for (const d of document.querySelectorAll('.plotly-graph-div')) {"
+            " for (const [k, a] of Object.entries(d._fullLayout)) {"
+            " if (/^[xy]axis\\d*$/.test(k)) axes.push([d.id, k, a.type, a.title && a.title.text]); } }"
+            " document.body.setAttribute('data-axes', JSON.stringify(axes)); });</script></body>",
+        )
+    )
+    probed = _browse(probe, "--dump-dom")
+    assert probed.returncode == 0 and _console(probed.stderr) == [], probed.stderr[-2000:]
+    (raw,) = re.findall(r'data-axes="([^"]*)"', probed.stdout)
+    axes = json.loads(raw.replace("&quot;", '"').replace("&amp;", "&"))
+    assert len(axes) == 2 + 8 * len(doc["shapes"])  # the summary's two, four panels' two per shape
+    assert all(title for _, _, _, title in axes), [a for a in axes if not a[3]]
+    history = [a for a in axes if a[1] == "yaxis3"]
+    assert len(history) == len(doc["shapes"]) and all(t == "log" for _, _, t, _ in history)
+    # the time panel: minutes as categories (one point, or points seconds apart, stay readable)
+    assert all(t == "category" for fig, k, t, _ in axes if k == "xaxis" and fig != "plot-summary")
     width, height, rows = _png_pixels(shot)
     # the summary plot's area (below the heading and the tables) is not blank: many distinct colours
     colours = {row[x : x + 3] for row in rows[height // 3 :] for x in range(0, width * 3, 12)}

@@ -4,12 +4,13 @@ failure, number and config formatting, the strategy-name check."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
 from autotune.errors import SettingsError
+from autotune.trial import fmt_config  # noqa: F401  (the one formatter, shared with the progress lines)
 
 # Wide when piped (logs, CI): rich would otherwise squeeze tables into 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -51,9 +52,3 @@ def check_strategy(name: str) -> str:
     if name not in strategy_names():
         raise SettingsError(f"unknown strategy {name!r}: choose one of {', '.join(strategy_names())}")
     return name
-
-
-def fmt_config(config: dict[str, Any] | None) -> str:
-    if not config:
-        return "-"
-    return ",".join(f"{k}={v}" for k, v in config.items())

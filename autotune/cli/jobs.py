@@ -28,14 +28,28 @@ def nightly(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write the run's summary as JSON")
     ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No per-trial lines (the plan and per-shape lines stay)")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Per-trial lines with whole errors")
+    ] = False,
 ) -> None:
     """Run a nightly job: tune new and requested shapes, re-tune after upgrades, re-verify stored bests."""
     from autotune.jobs.nightly import load_job, run_job
+    from autotune.tuning.progress import SearchProgress, choose_mode
 
     job = load_job(job_file)
     if json_out is not None:
         check_writable(json_out, "--json")  # before the run, not after it
-    result = run_job(job, dry_run=dry_run, say=lambda line: err.print(line, highlight=False, markup=False))
+    # A job's output is a log: plain per-trial lines as a piped search prints, on a terminal too.
+    progress = SearchProgress(err, choose_mode(err, quiet=quiet, bar=False), verbose=verbose)
+    result = run_job(
+        job,
+        dry_run=dry_run,
+        say=lambda line: err.print(line, highlight=False, markup=False),
+        on_event=progress.on_event,
+    )
     if job.report is not None and not dry_run:
         from autotune.jobs.report import write_report
 
@@ -52,6 +66,8 @@ def nightly(
     )
     for e in result.errors:
         say_error(e)
+    if result.idle_reason and not result.errors:
+        say_error(result.idle_reason)
     code = result.exit_code(fail_on_regression)
     if code:
         raise typer.Exit(code)

@@ -1,11 +1,10 @@
 """``autotune search``: check the inputs, open the database once, start the workers (creating a new
-database meanwhile), search each shape with a progress bar, print and write the per-shape results."""
+database meanwhile), search each shape showing progress (``tuning.progress``), print and write the per-shape results."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import fields
 from pathlib import Path
@@ -20,13 +19,13 @@ from autotune.files import check_writable, write_text
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, TaskID
-
     from autotune.engine import WorkerInfo
     from autotune.settings import SearchSettings
     from autotune.shapes import Shape
     from autotune.store import Store
-    from autotune.tuning.tuner import ShapeReport, TrialEvent, Tuner
+    from autotune.tuning.finalists import Finalist
+    from autotune.tuning.progress import SearchProgress
+    from autotune.tuning.tuner import ShapeReport, Tuner
 
 app = typer.Typer()
 
@@ -76,6 +75,15 @@ ConfigsOption = Annotated[
     ),
 ]
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the per-shape results as JSON")]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress on stderr (no bar, no per-trial lines)")
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Per-trial lines with whole errors (also above the bar on a terminal)"
+    ),
+]
 
 
 @app.command()
@@ -96,6 +104,8 @@ def search(
     compile_workers: CompileWorkersOption = None,
     configs: ConfigsOption = None,
     json_out: JsonOption = None,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Search the fastest correct config of FILE's kernel for each shape; store every trial.
 
@@ -127,7 +137,10 @@ def search(
     if json_out is not None:
         check_writable(json_out, "--json")  # before the search, not after it
     store, new_db = _open_db(db)
-    reports, kernel = _run(file, store, new_db, settings, shapes)
+    from autotune.tuning.progress import SearchProgress, choose_mode
+
+    progress = SearchProgress(err, choose_mode(err, quiet=quiet, verbose=verbose), verbose=verbose)
+    reports, kernel = _run(file, store, new_db, settings, shapes, progress)
     print_reports(reports, kernel)
     if json_out is not None:
         write_text(json_out, json.dumps([report_dict(r) for r in reports], indent=2, default=str), "--json")
@@ -146,23 +159,26 @@ def _open_db(db: str | None) -> tuple[Store, bool]:
 
 
 def _run(
-    file: Path, store: Store, new_db: bool, settings: SearchSettings, shapes: list[Shape] | None
+    file: Path,
+    store: Store,
+    new_db: bool,
+    settings: SearchSettings,
+    shapes: list[Shape] | None,
+    progress: SearchProgress,
 ) -> tuple[list[ShapeReport], str]:
     """Search every shape with one set of workers; (the per-shape reports, the kernel's name)."""
     from autotune.tuning.tuner import Tuner
 
-    progress, on_event, add_bar = _progress(settings.trials)
-    with Tuner(str(file), store, settings, on_event=on_event) as tuner:
+    with Tuner(str(file), store, settings, on_event=progress.on_event) as tuner:
         info, resolved = _start(tuner, store, new_db, shapes)
         devs = ", ".join(i.device for i in tuner.infos)
-        err.print(
+        progress.say(
             f"kernel {info.meta.name} on {info.env['gpu_name']} ({devs}); {len(resolved)} shape(s); "
             f"strategy {settings.strategy}; {tuner.pipeline.compile_workers} compile worker(s); "
-            f"db {store.masked_url}",
-            highlight=False,
+            f"db {store.masked_url}"
         )
         with progress:
-            reports = [_search_shape(tuner, s, progress, add_bar(s)) for s in resolved]
+            reports = [_search_shape(tuner, s, progress) for s in resolved]
     return reports, info.meta.name
 
 
@@ -201,44 +217,15 @@ def _discard_new_sqlite(created: Future[None], store: Store) -> None:
                 pass
 
 
-def _progress(trials: int) -> tuple[Progress, Callable[[TrialEvent], None], Callable[[Shape], TaskID]]:
-    """A progress bar per shape on stderr: (the bars, the tuner's event hook that moves them, the function
-    that adds a shape's bar as its search starts)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from autotune.shapes import format_shape
-
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[best]}"),
-        console=err,
-        transient=False,
-    )
-    tasks: dict[str, TaskID] = {}
-
-    def on_event(ev: TrialEvent) -> None:
-        best = f"best {fmt_time(ev.best.time_s)}" if ev.best else ""
-        progress.update(tasks[format_shape(ev.shape)], completed=ev.evaluations, total=ev.budget, best=best)
-
-    def add_bar(shape: Shape) -> TaskID:
-        key = format_shape(shape)
-        tasks[key] = progress.add_task(key, total=trials, best="")
-        return tasks[key]
-
-    return progress, on_event, add_bar
-
-
-def _search_shape(tuner: Tuner, shape: Shape, progress: Progress, task: TaskID) -> ShapeReport:
+def _search_shape(tuner: Tuner, shape: Shape, progress: SearchProgress) -> ShapeReport:
+    progress.start_shape(shape, tuner.settings.trials)
     try:
         report = tuner.search_shape(shape)
     except DatabaseUnreachableError as e:
         raise DatabaseUnreachableError(
             f"{e}; every finished trial is stored: rerun the same command to resume"
         ) from None
-    progress.update(task, completed=report.evaluations, total=max(report.evaluations, 1))
+    progress.finish_shape(report)
     return report
 
 
@@ -290,15 +277,34 @@ def print_reports(reports: list[ShapeReport], kernel: str) -> None:
         table.add_row(
             r.shape_key,
             fmt_config(r.best.config) if r.best else "[red]none ok[/]",
-            fmt_time(r.best.time_s) if r.best else "-",
+            _fmt_best_time(r),
             f"{r.best.tflops:.3g}" if r.best and r.best.tflops else "-",
-            f"{r.speedup:.2f}x" if r.speedup else "-",
+            (f"{r.speedup:.2f}x" + (" (unreliable)" if r.unreliable else "")) if r.speedup else "-",
             f"{r.evaluations} (+{r.reused} reused" + (f", {r.busy} by others)" if r.busy else ")"),
             ", ".join(f"{k}={v}" for k, v in sorted(fails.items())) or "none",
         )
     out.print(table)
     for r in reports:
         _print_notes(r)
+
+
+def _fmt_best_time(r: ShapeReport) -> str:
+    """The best's time: the median of its measurements, with their spread when it makes the figure
+    unreliable (above ``AUTOTUNE_UNRELIABLE_SPREAD``)."""
+    if r.best is None:
+        return "-"
+    text = fmt_time(r.best.time_s)
+    if r.unreliable:
+        text += f" [yellow]unreliable[/] (spread ±{(r.best_spread or 0) * 100:.0f}%)"
+    return text
+
+
+def _fmt_finalist(f: Finalist) -> str:
+    if f.samples < 2:
+        return f"{fmt_time(f.median_s)} (one sample)"
+    return (
+        f"{fmt_time(f.median_s)} ±{(f.spread or 0) * 100:.1f}% (first {fmt_time(f.first_s)}, n={f.samples})"
+    )
 
 
 def _print_notes(r: ShapeReport) -> None:
@@ -314,9 +320,6 @@ def _print_notes(r: ShapeReport) -> None:
             highlight=False,
         )
     if r.finalists:
-        rows = "; ".join(
-            f"{fmt_time(f.median_s)} ±{(f.spread or 0) * 100:.1f}% (first {fmt_time(f.first_s)}, n={f.samples})"
-            for f in r.finalists
-        )
+        rows = "; ".join(_fmt_finalist(f) for f in r.finalists)
         noise = " - the top two are within noise of each other" if r.within_noise else ""
         out.print(f"{r.shape_key}: re-timed finalists (median, spread): {rows}{noise}")

@@ -159,7 +159,9 @@ class _CheckRun:
             device="cuda" if self.dev.startswith("cuda") else "cpu",
         )
         matched = "; ".join(f"{n} -> {', '.join(st.matched)}" for n, st in res.kernels.items())
-        return f"{res.per_call_s * 1e6:.1f} us per call; {matched}"
+        from autotune.trial import fmt_time
+
+        return f"{fmt_time(res.per_call_s)} per call; {matched}"
 
 
 def assert_conforms(

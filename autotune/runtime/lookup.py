@@ -65,7 +65,10 @@ _misses = _requests.misses
 _count_miss = _requests.count
 
 #: (config, is_flat) where is_flat means a shallow copy is a full copy; None: nothing tuned -> default
-_Answer = tuple[dict[str, Any], bool] | None
+#: (the config, whether it is flat (a dict copy suffices), the tuned shape it came from ("" when exact))
+_Answer = tuple[dict[str, Any], bool, str] | None
+#: how ``best_config_match`` says an answer was found
+EXACT, NEAREST, DEFAULT = "exact", "nearest", "default"
 
 
 class _Load:
@@ -123,6 +126,23 @@ def best_config(
     ``record``: count this lookup in ``autotune_shape_requests`` when it falls back (nearest shape or
     default), for the next nightly job (``autotune.requests_log``): None follows ``AUTOTUNE_RECORD``; True
     records into the database read here; a URL or path records there; False never records."""
+    return best_config_match(
+        kernel, default=default, db=db, device=device, source_hash=source_hash, record=record, **shape
+    )[0]
+
+
+def best_config_match(
+    kernel: str,
+    *,
+    default: Any = None,
+    db: str | None = None,
+    device: str = "",
+    source_hash: str | None = None,
+    record: bool | str | None = None,
+    **shape: int,
+) -> tuple[Any, str, str]:
+    """``best_config``'s answer and how it was found: (the config or ``default``, "exact" | "nearest" |
+    "default", the tuned shape a nearest answer came from, else ""). Same promise: never raises."""
     key: tuple[Any, ...] | None = None
     try:
         key = (db, device, kernel, source_hash, tuple(sorted(shape.items())))
@@ -133,14 +153,14 @@ def best_config(
         else:
             if type(answer) is _Load:  # waiting for rows, or their load failed
                 if answer.rows is None and not answer.due(time.monotonic(), _retry_s()):
-                    return default
+                    return default, DEFAULT, ""
                 answer = _lookup(key, kernel, db, device, source_hash, shape, record)
         if _misses and record is not False:  # recording, and some lookup fell back: count it
             _count_miss(key, record)
         if answer is None or type(answer) is _Load:
-            return default
-        config, flat = answer
-        return dict(config) if flat else copy.deepcopy(config)
+            return default, DEFAULT, ""
+        config, flat, nearest = answer
+        return (dict(config) if flat else copy.deepcopy(config)), NEAREST if nearest else EXACT, nearest
     except Exception as e:  # the promise: never raise into kernel code
         _warn_once((str(db), kernel), kernel, e)
         if key is not None:
@@ -148,7 +168,7 @@ def best_config(
                 _answers[key] = None  # the same call would fail the same way: answer it from the cache
             except TypeError:  # unhashable shape values
                 pass
-        return default
+        return default, DEFAULT, ""
 
 
 def clear_cache() -> None:
@@ -481,7 +501,7 @@ def _choose(
             triton_v or "-",
         )
     flat = all(isinstance(v, _SCALARS) for v in best.config.values())
-    return best.config, flat
+    return best.config, flat, "" if exact else best.shape_key
 
 
 def _forget_loads_in_child() -> None:

@@ -32,6 +32,11 @@ config equal to it lends its ``pre_hook``. Unlike ``@triton.autotune``, the key 
 tensors' dtypes (the lookup's shape is the key values only): tune a kernel per dtype under two kernel
 names if both run. Key values must be integers (or bools); a launch whose key is not takes the fallback.
 
+``AUTOTUNE_PRINT=1`` prints the config chosen for each key value once (and again if a recheck changes it),
+as ``TRITON_PRINT_AUTOTUNING=1`` does for Triton's autotuner; ``last_source`` says where the last launch's
+config came from: exact (the key's shape is tuned), nearest (the nearest tuned shape), or the fallback:
+first, default or triton.
+
 Works under ``TRITON_INTERPRET=1`` on a CPU (with ``fallback="triton"`` it then times configs by wall
 clock, since Triton's benchmarker needs a GPU driver)."""
 
@@ -52,6 +57,8 @@ from autotune.space.triton import config_key, listed_configs, to_triton_config
 log = logging.getLogger(__name__)
 
 FALLBACKS = ("first", "default", "triton")
+#: ``last_source`` of a config the database answered: the key's own shape, or the nearest tuned one
+_FROM_DATABASE = ("exact", "nearest")
 #: seconds before a key that the database did not answer is asked again
 RECHECK_S = 5.0
 
@@ -59,11 +66,12 @@ RECHECK_S = 5.0
 class _Choice:
     """What a key value launches: a config (its launch kwargs and pre_hook), or Triton's autotuning."""
 
-    __slots__ = ("config", "hook", "kwargs", "recheck_at", "source")
+    __slots__ = ("config", "hook", "kwargs", "recheck_at", "source", "tuned_shape")
 
-    def __init__(self, config: Any, source: str, recheck_at: float = 0.0) -> None:
+    def __init__(self, config: Any, source: str, recheck_at: float = 0.0, tuned_shape: str = "") -> None:
         self.config = config  # a triton.Config, or None for Triton's autotuning
-        self.source = source  # "database", "first", "default" or "triton"
+        self.source = source  # "exact" or "nearest" (the database's), "first", "default" or "triton"
+        self.tuned_shape = tuned_shape  # the tuned shape a nearest answer came from
         self.kwargs = config.all_kwargs() if config is not None else None
         self.hook = getattr(config, "pre_hook", None)
         self.recheck_at = recheck_at  # 0: final (a database answer)
@@ -74,7 +82,7 @@ class DatabaseAutotuner(KernelInterface):
 
     Attributes like Triton's: ``fn``, ``arg_names``, ``configs``, ``keys``, ``best_config`` (the
     ``triton.Config`` of the last launch); plus ``kernel`` (the stored kernel name) and ``last_source``
-    (where the last launch's config came from: database, first, default or triton)."""
+    (where the last launch's config came from: exact, nearest, first, default or triton)."""
 
     def __init__(
         self,
@@ -139,7 +147,7 @@ class DatabaseAutotuner(KernelInterface):
         choice = self._chosen.get(key)
         if choice is None or (choice.recheck_at and time.monotonic() >= choice.recheck_at):
             choice = self._choose(key, args, kwargs)
-            if choice.source == "database":
+            if choice.source in _FROM_DATABASE:
                 return self._first_launch(choice, key, args, kwargs)
         return self._launch(choice, args, kwargs)
 
@@ -182,32 +190,55 @@ class DatabaseAutotuner(KernelInterface):
     def _choose(self, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Choice:
         values = key if len(self.keys) > 1 else (key,)
         shape = _shape(self.keys, values)
-        config = None
+        config, match, tuned_shape = None, "", ""
         if shape is not None:
             try:
-                config = self._lookup(shape, _device_of(args, kwargs))
+                config, match, tuned_shape = self._lookup(shape, _device_of(args, kwargs))
             except Exception as e:  # best_config never raises; this guards our own conversion too
                 log.warning("autotune: lookup of kernel %r failed (%s); using the fallback", self.kernel, e)
         if config is not None:
-            choice = _Choice(config, "database")
+            choice = _Choice(config, match, tuned_shape=tuned_shape)
         else:
             fallback = self._fallback
             # asked again later: the database may still be loading (or be tuned meanwhile); a key that
             # is not a shape stays a miss
             recheck = 0.0 if shape is None else time.monotonic() + RECHECK_S
             choice = _Choice(fallback.config, fallback.source, recheck)
+        previous = self._chosen.get(key)
         self._chosen[key] = choice
+        if (previous is None or (previous.source, previous.kwargs) != (choice.source, choice.kwargs)) and (
+            _print_choices()
+        ):
+            print(self._describe(shape, values, choice), flush=True)
         return choice
 
-    def _lookup(self, shape: dict[str, int], device: str) -> Any:
-        from autotune.runtime.lookup import best_config
+    def _describe(self, shape: dict[str, int] | None, values: Sequence[Any], choice: _Choice) -> str:
+        """The ``AUTOTUNE_PRINT`` line of a key's choice."""
+        if shape is not None:
+            key_text = ", ".join(f"{k}={v}" for k, v in shape.items())
+        else:
+            key_text = ", ".join(f"{k}={v!r}" for k, v in zip(self.keys, values, strict=True))
+        if choice.config is None:
+            return f"autotune: kernel {self.kernel} ({key_text}): Triton's autotuning of the listed configs"
+        config = ", ".join(f"{k}: {v}" for k, v in (choice.kwargs or {}).items())
+        where = {
+            "exact": "tuned for this shape",
+            "nearest": f"tuned for the nearest shape {choice.tuned_shape}",
+            "first": "not tuned: the first listed config",
+            "default": "not tuned: the default config",
+        }[choice.source]
+        return f"autotune: kernel {self.kernel} ({key_text}): {config} ({where})"
 
-        stored = best_config(
+    def _lookup(self, shape: dict[str, int], device: str) -> tuple[Any, str, str]:
+        """(the stored config as a triton.Config or None, exact or nearest, the tuned shape if nearest)."""
+        from autotune.runtime.lookup import best_config_match
+
+        stored, match, tuned_shape = best_config_match(
             self.kernel, default=None, db=self.db, device=device, record=self.record, **shape
         )
         if not isinstance(stored, Mapping) or not stored:
-            return None
-        return _as_config(stored, self._listed)
+            return None, "", ""
+        return _as_config(stored, self._listed), match, tuned_shape
 
     def _triton_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._triton is None:
@@ -215,7 +246,7 @@ class DatabaseAutotuner(KernelInterface):
 
             options = dict(self._triton_options)
             if options.get("do_bench") is None and _interpreted(self.fn):
-                options["do_bench"] = _wall_clock_bench
+                options["do_bench"] = wall_clock_bench
             self._triton = Autotuner(
                 self.fn,
                 self.arg_names,
@@ -294,6 +325,12 @@ def _as_config(config: Any, listed: Mapping[tuple[tuple[str, Any], ...], Any]) -
     return listed.get(config_key(d)) or to_triton_config(d, like=None)
 
 
+def _print_choices() -> bool:
+    from autotune.settings import print_choices
+
+    return print_choices()
+
+
 def _shape(names: Sequence[str], values: Sequence[Any]) -> dict[str, int] | None:
     shape = {}
     for name, v in zip(names, values, strict=True):
@@ -326,8 +363,9 @@ def _interpreted(fn: Any) -> bool:
     return isinstance(fn, InterpretedFunction)
 
 
-def _wall_clock_bench(kernel_call: Callable[[], Any], quantiles: Sequence[float] = (0.5,)) -> list[float]:
-    """Triton's benchmarker needs a GPU driver; in the interpreter, time a few calls by wall clock (ms)."""
+def wall_clock_bench(kernel_call: Callable[[], Any], quantiles: Sequence[float] = (0.5,)) -> list[float]:
+    """Triton's benchmarker needs a GPU driver; in the interpreter, time a few calls by wall clock (ms).
+    Also for a plain ``@triton.autotune(..., do_bench=wall_clock_bench)`` run under TRITON_INTERPRET=1."""
     kernel_call()
     times = []
     for _ in range(3):

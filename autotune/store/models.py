@@ -42,6 +42,9 @@ NAMING_CONVENTION = {
 
 #: the statuses the CHECK constraint allows (the initial migration spells out the same list)
 STATUS_VALUES = tuple(s.value for s in TrialStatus)
+#: verdicts of a verification (``autotune.jobs.nightly.regression``); ``inconclusive``: no verdict possible
+#: (fewer than 3 usable samples, or samples in different clock bands)
+VERIFICATION_STATUSES = ("ok", "regression", "confirmed", "improved", "failed", "inconclusive")
 #: a claim is ``running`` while its owner evaluates the config, ``done`` once the trial is stored
 CLAIM_STATUSES = ("running", "done")
 
@@ -153,6 +156,13 @@ class TrialRow(Base):
     check: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     #: KIND_SEARCH | KIND_RETIME (TrialResult.kind)
     kind: Mapped[str] = mapped_column(String(16), default=KIND_SEARCH, server_default=KIND_SEARCH)
+    #: the GPU's SM clock during the measurement (TrialResult.clock_*; None without a clock source)
+    clock_min_mhz: Mapped[float | None] = mapped_column(Double)
+    clock_max_mhz: Mapped[float | None] = mapped_column(Double)
+    clock_limit_mhz: Mapped[float | None] = mapped_column(Double)
+    throttle_reasons: Mapped[str | None] = mapped_column(String)
+    throttled: Mapped[bool | None] = mapped_column(Boolean)
+    retakes: Mapped[int | None] = mapped_column(Integer)
 
 
 class BestConfigRow(Base):
@@ -241,9 +251,7 @@ class VerificationRow(Base):
 
     __tablename__ = "autotune_verifications"
     __table_args__ = (
-        CheckConstraint(
-            column("status").in_(("ok", "regression", "confirmed", "improved", "failed")), name="status"
-        ),
+        CheckConstraint(column("status").in_(VERIFICATION_STATUSES), name="status"),
         Index("ix_autotune_verifications_key_id_config_hash", "key_id", "config_hash"),
     )
 
@@ -269,6 +277,15 @@ class VerificationRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     hostname: Mapped[str | None] = mapped_column(String)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: best/reference per interleaved round (rounds with a throttled measurement left out)
+    ratios: Mapped[list[float] | None] = mapped_column(JSON)
+    #: best/default at tuning time (the stored trials): what the run's ratios are judged against
+    tuned_ratio: Mapped[float | None] = mapped_column(Double)
+    #: the SM clock range over the kept samples (MHz; None without a clock source)
+    clock_min_mhz: Mapped[float | None] = mapped_column(Double)
+    clock_max_mhz: Mapped[float | None] = mapped_column(Double)
+    #: measurements left out because their clock stayed throttled
+    throttled: Mapped[int | None] = mapped_column(Integer)
 
 
 class NightlyRunRow(Base):

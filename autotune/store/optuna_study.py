@@ -19,6 +19,7 @@ import multiprocessing as mp
 import os
 import queue
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from autotune.procs import shielded, start_shielded
@@ -37,9 +38,17 @@ _BATCH = 256
 _CLOSE_FAILED_S = 10.0
 
 
-def _open_study(url: str, study_name: str) -> tuple[Any, Any, set[Any]]:
+#: the study's one objective, as optuna-dashboard names it (instead of "Objective 0")
+METRIC_NAMES = ["time_s"]
+
+
+def _open_study(
+    url: str, study_name: str, study_attrs: dict[str, Any] | None = None
+) -> tuple[Any, Any, set[Any]]:
     """The study (created if missing, under the migration lock) and the trial ids it holds; a RUNNING
-    trial can only come from an older autotune killed mid-trial: it is closed as FAIL."""
+    trial can only come from an older autotune killed mid-trial: it is closed as FAIL. The study is named
+    for people (its name is a hash): its metric name, and ``study_attrs`` (kernel, shape, device) as user
+    attributes."""
     import optuna
     from optuna.trial import TrialState
 
@@ -50,6 +59,13 @@ def _open_study(url: str, study_name: str) -> tuple[Any, Any, set[Any]]:
     study = optuna.create_study(
         study_name=study_name, storage=storage, direction="minimize", load_if_exists=True
     )
+    if study.metric_names != METRIC_NAMES:
+        with warnings.catch_warnings():  # experimental since Optuna 3.2, and what the dashboard reads
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(METRIC_NAMES)
+    for key, value in (study_attrs or {}).items():
+        if study.user_attrs.get(key) != value:
+            study.set_user_attr(key, value)
     existing = study.get_trials(deepcopy=False)
     for t in existing:
         if t.state == TrialState.RUNNING:
@@ -136,7 +152,14 @@ def _bulk_add_retrying(storage: Any, study_id: int, batch: list[Any], errors: li
 
 
 def _writer_main(
-    url: str, study_name: str, space_def: dict[str, Any], q: Any, done: Any, lock: Any, bulk: bool = True
+    url: str,
+    study_name: str,
+    space_def: dict[str, Any],
+    q: Any,
+    done: Any,
+    lock: Any,
+    bulk: bool = True,
+    study_attrs: dict[str, Any] | None = None,
 ) -> None:
     from autotune.search.optuna_strategy import frozen_trial
     from autotune.space import Space
@@ -145,7 +168,7 @@ def _writer_main(
     parent = os.getppid()
     written, errors = 0, []
     try:
-        storage, study, known = _open_study(url, study_name)
+        storage, study, known = _open_study(url, study_name, study_attrs)
     except Exception as e:
         done.put((0, [f"cannot open the Optuna study: {type(e).__name__}: {e}"[:300]]))
         return
@@ -194,14 +217,27 @@ def _writer_main(
 class StudyWriter:
     """The writer process of one study on ``store``'s database (it shares the store's SQLite write lock)."""
 
-    def __init__(self, store: SearchStore, study_name: str, space: Any):
+    def __init__(
+        self, store: SearchStore, study_name: str, space: Any, study_attrs: dict[str, Any] | None = None
+    ):
+        """``study_attrs``: the study's user attributes (kernel, shape, device: what its hash name hides)."""
         ctx = mp.get_context("spawn")
         self._q = ctx.Queue()
         self._done = ctx.Queue()
         lock = store.db.process_write_lock(ctx)
         self._proc = ctx.Process(
             target=shielded,
-            args=(_writer_main, store.url, study_name, space.to_dict(), self._q, self._done, lock),
+            args=(
+                _writer_main,
+                store.url,
+                study_name,
+                space.to_dict(),
+                self._q,
+                self._done,
+                lock,
+                True,
+                study_attrs,
+            ),
             daemon=True,
             name="autotune-study-writer",
         )

@@ -36,6 +36,13 @@ class Verification:
     p_value: float | None = None
     error: str | None = None
     hostname: str | None = None
+    #: best/reference per kept interleaved round, and best/default at tuning time (the verdict's terms)
+    ratios: list[float] | None = None
+    tuned_ratio: float | None = None
+    #: SM clock range over the kept samples (MHz), and the samples left out as throttled
+    clock_min_mhz: float | None = None
+    clock_max_mhz: float | None = None
+    throttled: int | None = None
     created_at: datetime | None = None
     id: int | None = None
 

@@ -106,6 +106,12 @@ class ShapeReport:
     #: other keys (other shapes, devices, versions, spaces) and how many keys they came from
     history_points: int = 0
     history_keys: int = 0
+    #: the best's measurements (the search's one plus its re-timings) and their spread: (max - min) / median
+    #: over them when re-timed, else the one measurement's own (p90 - p10) / median of its launches
+    best_samples: int = 0
+    best_spread: float | None = None
+    #: the best's spread is above ``AUTOTUNE_UNRELIABLE_SPREAD``: its time (and speed-up) may be noise
+    unreliable: bool = False
 
     @property
     def within_noise(self) -> bool:
@@ -597,10 +603,17 @@ class ShapeSearch:
         trials = self.store.trials
         best = trials.refresh_best(self.key.id)
         found = trials.find(self.key.id, config_hash(best.config)) if best is not None else None
-        if found is not None and best is not None and (best.samples or 1) > 1:
-            found = replace(found, time_s=best.time_s)  # the re-timed median
+        if found is not None and best is not None:
+            r.best_samples = best.samples or 1
+            r.best_spread = best.spread if r.best_samples > 1 else found.spread
+            r.unreliable = (r.best_spread or 0.0) > self.s.unreliable_spread
+            if r.best_samples > 1:
+                found = at_time(found, best.time_s)  # the re-timed median: one figure per quantity
         r.best = found
         r.default = trials.find(self.key.id, config_hash(self.default)) if self.default else None
+        retimed = {config_hash(f.config): f for f in r.finalists if f.samples > 1}
+        if r.default is not None and (f := retimed.get(config_hash(r.default.config))) is not None:
+            r.default = at_time(r.default, f.median_s)  # a re-timed default: its median, as the best's
         r.total_statuses = trials.counts(self.key.id)
         if self.finished:
             r.loop_s_per_trial = self.loop_s / self.finished
@@ -610,6 +623,18 @@ class ShapeSearch:
         for st in self.pipeline.stats.values():
             st.spans.clear()  # per shape
         return r
+
+
+def at_time(res: TrialResult, time_s: float | None) -> TrialResult:
+    """``res`` at another time (a median over its re-timings): throughputs scaled to that time, so the
+    TFLOP/s beside a median are the median's, never the first sample's."""
+    if not time_s or not res.time_s:
+        return res
+
+    def scaled(x: float | None) -> float | None:
+        return x * res.time_s / time_s if x and res.time_s else x
+
+    return replace(res, time_s=time_s, tflops=scaled(res.tflops), gbps=scaled(res.gbps))
 
 
 def _p90(xs: list[float]) -> float:

@@ -157,13 +157,14 @@ class Tuner:
         store = self.store
         # a search killed with -9 left its claims running: close them (same host: pid gone; others: lease)
         store.claims.close_stale()
+        attrs = {"kernel": self.info.meta.name, "shape": dict(shape), "device": self.info.env.get("gpu_name")}
         search = ShapeSearch(
             shape,
             SearchEngine(self.pipeline, tuple(self.infos), self.space, self.features),
             SearchStore.of(store),
             self.settings,
             owner=self.owner,
-            study=lambda name, space: StudyWriter(store, name, space),
+            study=lambda name, space: StudyWriter(store, name, space, attrs),
             on_event=self.on_event,
         )
         search.warm_start(warm_start or ())

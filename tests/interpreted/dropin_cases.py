@@ -104,25 +104,25 @@ def dropin(mod: Any, **kw: Any) -> DatabaseAutotuner:
 def test_tuned_shape_launches_the_stored_config(mod, tuned_db) -> None:
     tuned = dropin(mod, db=tuned_db)
     launch(tuned, **TUNED)
-    assert tuned.last_source == "database"
+    assert tuned.last_source == "exact"
     assert config_dict(tuned.best_config) == stored_best(tuned_db)
     # the stored config is one of the listed ones: the listed triton.Config object itself is launched
     assert any(tuned.best_config is c for c in mod.CONFIGS)
     launch(tuned, **TUNED)  # later launches: the same answer from the in-process cache
-    assert tuned.last_source == "database" and config_dict(tuned.best_config) == stored_best(tuned_db)
+    assert tuned.last_source == "exact" and config_dict(tuned.best_config) == stored_best(tuned_db)
 
 
 def test_triton_fallback_never_benchmarks_a_tuned_shape(mod, tuned_db) -> None:
     tuned = dropin(mod, db=tuned_db, fallback="triton")
     launch(tuned, **TUNED)
-    assert tuned.last_source == "database" and tuned._triton is None  # Triton's autotuner never built
+    assert tuned.last_source == "exact" and tuned._triton is None  # Triton's autotuner never built
 
 
 def test_untuned_shape_takes_the_nearest_tuned_one(mod, tuned_db) -> None:
     # best_config's rule: the nearest tuned shape's config beats the fallback
     tuned = dropin(mod, db=tuned_db)
     launch(tuned, 4, 40)
-    assert tuned.last_source == "database" and config_dict(tuned.best_config) == stored_best(tuned_db)
+    assert tuned.last_source == "nearest" and config_dict(tuned.best_config) == stored_best(tuned_db)
 
 
 def test_the_kernel_file_and_module_helpers_use_the_database(mod, tuned_db, monkeypatch) -> None:
@@ -131,8 +131,38 @@ def test_the_kernel_file_and_module_helpers_use_the_database(mod, tuned_db, monk
     x = torch.randn(TUNED["n_rows"], TUNED["n_cols"], dtype=torch.float16)
     y = fresh.softmax(x)
     assert torch.allclose(y.float(), torch.softmax(x.float(), -1), rtol=1e-2, atol=1e-3)
-    assert fresh.softmax_dropin.last_source == "database"
+    assert fresh.softmax_dropin.last_source == "exact"
     assert config_dict(fresh.softmax_dropin.best_config) == stored_best(tuned_db)
+
+
+def test_autotune_print_says_each_key_s_choice_once(mod, tuned_db, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("AUTOTUNE_PRINT", "1")
+    tuned = dropin(mod, db=tuned_db)
+    for _ in range(3):
+        launch(tuned, **TUNED)
+    launch(tuned, 4, 40)
+    lines = capsys.readouterr().out.splitlines()
+    config = ", ".join(f"{k}: {v}" for k, v in tuned._chosen[(8, 300)].kwargs.items())
+    assert lines == [
+        f"autotune: kernel softmax (n_rows=8, n_cols=300): {config} (tuned for this shape)",
+        f"autotune: kernel softmax (n_rows=4, n_cols=40): {config} (tuned for the nearest shape "
+        "n_rows=8,n_cols=300)",
+    ]
+    monkeypatch.delenv("AUTOTUNE_PRINT")
+    quiet = dropin(mod, db=tuned_db)
+    launch(quiet, **TUNED)
+    assert capsys.readouterr().out == ""
+
+
+def test_autotune_print_says_a_fallback(mod, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("AUTOTUNE_PRINT", "1")
+    tuned = dropin(mod, db=str(tmp_path / "empty.db"))
+    launch(tuned, **TUNED)
+    launch(tuned, **TUNED)
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("autotune: kernel softmax (n_rows=8, n_cols=300): ") and line.endswith(
+        "(not tuned: the first listed config)"
+    )
 
 
 # ---------------------------------------------------------------- fallbacks
@@ -239,7 +269,7 @@ def test_a_miss_is_asked_again_and_later_rows_are_used(mod, tuned_db, tmp_path, 
     tuned._chosen.clear()  # the recheck time was set with the old RECHECK_S
     lookup.clear_cache()
     launch(tuned, **TUNED)
-    assert tuned.last_source == "database" and config_dict(tuned.best_config) == stored_best(tuned_db)
+    assert tuned.last_source == "exact" and config_dict(tuned.best_config) == stored_best(tuned_db)
 
 
 # ---------------------------------------------------------------- recording misses
@@ -329,4 +359,4 @@ def test_tuned_in_postgres_launches_the_stored_config(mod, pg_url) -> None:
     search(pg_url)
     tuned = dropin(mod, db=pg_url)
     launch(tuned, **TUNED)
-    assert tuned.last_source == "database" and config_dict(tuned.best_config) == stored_best(pg_url)
+    assert tuned.last_source == "exact" and config_dict(tuned.best_config) == stored_best(pg_url)

@@ -1,7 +1,9 @@
 """A fast CPU test kernel with a small space (24 configs): for concurrency and fault tests of the engine.
 
 TINY_FIRST_RUN_SLEEP=S makes the first launch in each worker process sleep S seconds (room to kill it from
-outside); TINY_COMPILE_SLEEP=S makes every compile sleep S seconds (room to kill a whole search)."""
+outside); TINY_COMPILE_SLEEP=S makes every compile sleep S seconds (room to kill a whole search);
+TINY_GATE=PATH holds every compile but the default config's until PATH exists (a test sees the search
+mid-way, whatever the machine's load)."""
 
 import os
 import time
@@ -27,6 +29,9 @@ class Tiny(Kernel):
 
     def compile(self, config, x):
         time.sleep(float(os.environ.get("TINY_COMPILE_SLEEP", "0")))
+        gate = os.environ.get("TINY_GATE")
+        while gate and config != self.default_config and not os.path.exists(gate):
+            time.sleep(0.05)
         reps = config["REPS"] * (2 if config["MODE"] == "b" else 1)
 
         def launch():

@@ -11,11 +11,37 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-#: verdicts stored in ``autotune_verifications.status``
+#: verdicts stored in ``autotune_verifications.status``; INCONCLUSIVE: no verdict is possible (fewer than 3
+#: usable rounds, or samples in different clock bands), never a regression
 OK, REGRESSION, CONFIRMED, IMPROVED, FAILED = "ok", "regression", "confirmed", "improved", "failed"
+INCONCLUSIVE = "inconclusive"
 REGRESSED = (REGRESSION, CONFIRMED)
+
+#: samples are in one clock band while their SM clocks (the lowest reading of each measurement against the
+#: highest of any) differ by at most this share: a kernel's time scales with its clock, so two bands
+#: further apart than the regression threshold cannot be compared (H200 boost: 1980 MHz; a power-capped
+#: FP8 GEMM runs some 10 % lower)
+CLOCK_BAND = 0.10
+
+
+def clock_range(results: Iterable[Any]) -> tuple[float | None, float | None]:
+    """(lowest, highest) SM clock over measurements with clocks (``TrialResult.clock_*``); Nones without."""
+    los = [r.clock_min_mhz for r in results if r is not None and r.clock_min_mhz]
+    his = [r.clock_max_mhz for r in results if r is not None and r.clock_max_mhz]
+    return (min(los) if los else None, max(his) if his else None)
+
+
+def band_split(results: Iterable[Any], band: float = CLOCK_BAND) -> str | None:
+    """Why ``results`` cannot be compared (their clocks lie in different bands), or None when they can
+    (one band, or no clocks recorded)."""
+    lo, hi = clock_range(results)
+    if lo is None or hi is None or hi <= 0 or (hi - lo) / hi <= band:
+        return None
+    return f"samples in different clock bands ({lo:.0f}-{hi:.0f} MHz, more than {band:.0%} apart)"
 
 
 @dataclass(frozen=True)

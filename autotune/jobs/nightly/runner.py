@@ -32,6 +32,12 @@ Say = Callable[[str], None]
 #: when shapes remain to search, verification may take at most this share of the time left: a night with a
 #: tight budget still resumes its searches (what it did not verify is verified the next night)
 VERIFY_SHARE = 0.5
+#: seconds of a job's budget kept for writing the report (at most this share of the budget): the budget
+#: covers the whole command, report included
+REPORT_RESERVE_S = 10.0
+REPORT_RESERVE_SHARE = 0.1
+#: exit code of a run that evaluated, reused and verified nothing (not a dry run): it achieved nothing
+EXIT_IDLE = 3
 
 
 @dataclass
@@ -45,7 +51,10 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     stopped: str | None = None
     wall_s: float = 0.0
+    started_at: datetime | None = None
     report_files: list[str] = field(default_factory=list)
+    #: verifications not made because another run held or had made them: {"shape", "reason"}
+    verify_skipped: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[dict[str, Any]]:
@@ -55,10 +64,26 @@ class RunResult:
     def confirmed(self) -> list[dict[str, Any]]:
         return [v for v in self.verifications if v["status"] == regression.CONFIRMED]
 
+    @property
+    def idle_reason(self) -> str | None:
+        """Why the run achieved nothing (no config evaluated or reused, nothing verified), or None: a run
+        that did something, or a dry run."""
+        worked = any(s.get("evaluations") or s.get("reused") for s in self.shapes)
+        if self.dry_run or worked or self.verifications:
+            return None
+        why = self.stopped or (
+            "every verification was taken by another run"
+            if self.verify_skipped
+            else "every shape is tuned and nothing was verified"
+        )
+        return f"nothing evaluated or verified: {why}"
+
     def exit_code(self, fail_on_regression: bool) -> int:
         if self.errors:
             return 2
-        return 1 if fail_on_regression and self.confirmed else 0
+        if fail_on_regression and self.confirmed:
+            return 1
+        return EXIT_IDLE if self.idle_reason else 0
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -73,6 +98,8 @@ class RunResult:
             "confirmed": len(self.confirmed),
             "errors": self.errors,
             "stopped": self.stopped,
+            "verify_skipped": self.verify_skipped,
+            "idle": self.idle_reason,
         }
 
 
@@ -105,10 +132,13 @@ def open_store(database: str | None, *, dry_run: bool) -> tuple[PlanSource, Stor
 
 
 def _deadline(job: Job, started: float) -> float:
-    """The run's end as a time.monotonic() value (inf: none)."""
+    """The run's end as a time.monotonic() value (inf: none): the budget less the report's reserve."""
     end = math.inf
     if job.budget_s > 0:
-        end = started + job.budget_s
+        reserve = (
+            min(REPORT_RESERVE_S, REPORT_RESERVE_SHARE * job.budget_s) if job.report is not None else 0.0
+        )
+        end = started + job.budget_s - reserve
     if job.deadline is not None:
         left = (job.deadline - datetime.now(timezone.utc)).total_seconds()
         end = min(end, started + left)
@@ -142,13 +172,17 @@ def run_job(
     say: Say = lambda line: None,
     backend_factory: Callable[[str], Any] | None = None,
     worker_env: dict[str, str] | None = None,
+    on_event: Callable[[Any], None] | None = None,
 ) -> RunResult:
-    """Run (or, with ``dry_run``, only plan) ``job``. Errors of one kernel (a bad kernel file) are recorded
+    """Run (or, with ``dry_run``, only plan) ``job``; ``on_event``: the search loop's hook, called per
+    finished trial (``tuning.progress`` prints it). Errors of one kernel (a bad kernel file) are recorded
     and the next kernel runs; a database that goes away ends the run (rerun to resume)."""
     started = time.monotonic()
+    started_at = datetime.now(timezone.utc)
     end = _deadline(job, started)
     plan_store, store = open_store(job.database, dry_run=dry_run)
     result = RunResult(new_run_id(job), job.name, dry_run)
+    result.started_at = started_at
     if store is not None:
         # past its end (+ grace: a shape in flight finishes) a run still `running` was killed: the next closes it
         expires = (
@@ -161,7 +195,7 @@ def run_job(
             settings = _kernel_settings(job, kjob, dry_run=dry_run, worker_env=worker_env)
             backend = backend_factory(str(kjob.file)) if backend_factory else None
             try:
-                _run_kernel(job, kjob, settings, backend, (plan_store, store), result, end, say)
+                _run_kernel(job, kjob, settings, backend, (plan_store, store), result, end, say, on_event)
             except DatabaseUnreachableError:
                 raise
             except AutotuneError as e:
@@ -202,13 +236,14 @@ def _run_kernel(
     result: RunResult,
     end: float,
     say: Say,
+    on_event: Callable[[Any], None] | None = None,
 ) -> None:
     """One kernel of the job: start its workers, plan, then (unless a dry run) verify and search."""
-    from autotune.jobs.nightly.verify import verify_one
+    from autotune.jobs.nightly.verify import Skipped, verify_one
     from autotune.tuning.tuner import Tuner
 
     plan_store, store = stores
-    with Tuner(str(kjob.file), store, settings, backend=backend) as tuner:
+    with Tuner(str(kjob.file), store, settings, backend=backend, on_event=on_event) as tuner:
         info = tuner.start()
         assert tuner.space is not None
         plan = plan_kernel(
@@ -228,10 +263,10 @@ def _run_kernel(
         searching = any(p.action != DONE for p in plan.shapes)
         left = end - time.monotonic()
         verify_end = time.monotonic() + VERIFY_SHARE * left if searching and math.isfinite(left) else end
-        _verify(tuner, store, plan, job, result, info, verify_end, say, verify_one)
+        _verify(tuner, store, plan, job, result, info, verify_end, say, (verify_one, Skipped))
         rest = _search(tuner, plan, plan.shapes, result, end, say)
     while rest:  # a shape's inputs could not be built, which ends its workers: the rest on fresh ones
-        with Tuner(str(kjob.file), store, settings, backend=backend) as tuner:
+        with Tuner(str(kjob.file), store, settings, backend=backend, on_event=on_event) as tuner:
             tuner.start()
             rest = _search(tuner, plan, rest, result, end, say)
     result.plans[-1] = plan.to_json()  # with the requests skipped while searching
@@ -246,10 +281,14 @@ def _verify(
     info: Any,
     end: float,
     say: Say,
-    verify_one: Any,
+    verifier: tuple[Any, Any],
 ) -> None:
     if job.verify is None:
         return
+    from autotune.store import Owner
+
+    verify_one, skipped = verifier  # (verify.verify_one, verify.Skipped), imported by the caller
+    owner = Owner()  # the claims of this run's verifications (verify:<config hash> per key)
     for item in plan.verify:
         if time.monotonic() >= end:
             result.stopped = result.stopped or "budget or deadline reached during verification"
@@ -265,7 +304,13 @@ def _verify(
             device_name=plan.device_name,
             kernel_name=plan.kernel,
             deadline=end,
+            owner=owner,
+            since=result.started_at,
         )
+        if isinstance(v, skipped):
+            result.verify_skipped.append({"shape": item.shape_key, "key_id": item.key_id, "reason": v.reason})
+            say(f"  verify  {item.shape_key}: skipped ({v.reason})")
+            continue
         if v is None:
             result.stopped = result.stopped or "budget or deadline reached during verification"
             say(f"  verify  {item.shape_key}: skipped (budget or deadline reached)")

@@ -1,6 +1,7 @@
 """The tuning report (``autotune report``, and the end of every nightly run): one content document read
-from the store (``data``), rendered as self-contained HTML with plotly figures (``html``), as Markdown
-(``markdown``) and as JSON."""
+from the store (``data``), rendered as HTML with plotly figures (``html``), as Markdown (``markdown``) and
+as JSON. The HTML loads plotly.js from one shared ``plotly-<version>.min.js`` written once beside the
+reports (4.8 MB once, not per report; no network)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def write_report(
     if importlib.util.find_spec("plotly") is None:
         raise SettingsError("the report needs plotly: pip install plotly (or autotune's own dependencies)")
     from autotune.jobs.report.data import collect
-    from autotune.jobs.report.html import render_html
+    from autotune.jobs.report.html import plotly_js_name, render_html
     from autotune.jobs.report.markdown import render_markdown
     from autotune.store import Store
 
@@ -60,13 +61,27 @@ def write_report(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SettingsError(f"--out {out}: cannot create the folder ({e.strerror or e})") from None
+    plotly_js = _write_plotly_js(out, plotly_js_name())
     files = {
         "report.json": json.dumps(doc, indent=1, default=str),
         "report.md": render_markdown(doc),
-        "report.html": render_html(doc),
+        "report.html": render_html(doc, plotly_src=plotly_js.name),
     }
     paths = []
     for name, text in files.items():
         path = out / name
         paths.append(write_text(path, text))
     return paths
+
+
+def _write_plotly_js(out: Path, name: str) -> Path:
+    """plotly.js beside the reports, written once (every later report of this plotly version shares it)."""
+    from plotly.offline import get_plotlyjs
+
+    path = out / name
+    text = get_plotlyjs()
+    if not path.is_file() or path.stat().st_size != len(text.encode("utf-8")):
+        tmp = path.with_name(name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # atomic: a report opened meanwhile never loads half of it
+    return path

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from autotune.records import KeyState
-from autotune.trial import TrialStatus
+from autotune.trial import KIND_SEARCH, TrialStatus, config_hash
 
 if TYPE_CHECKING:
     from autotune.store.protocols import StoreReader
@@ -79,6 +79,7 @@ def _shape(
         "best_config": current["best_config"],
         "default_s": current["default_s"],
         "speedup_default": current["speedup_default"],
+        "speedup_from": current["speedup_from"],
         # the kernel's own reference (e.g. cuBLASLt) is not timed by the engine yet
         "speedup_reference": None,
         "environment": current["environment"],
@@ -91,12 +92,24 @@ def _shape(
 
 def _version(store: StoreReader, s: KeyState, vs: list[Any]) -> dict[str, Any]:
     """One tuning key of a shape (its environment, best and trial history)."""
-    trials = store.trials.recorded(s.key_id)
+    measured = store.trials.recorded(s.key_id, retimed=True)
+    trials = [t for t in measured if t.kind == KIND_SEARCH]
     timed = [t for t in trials if t.timed]
-    default_s = timed[0].time_s if timed else None  # a search evaluates the default config first
-    refs = [x for v in vs for x in (v.reference_s or [])]
-    if refs:
-        default_s = statistics.median(refs)  # measured beside the best: the better estimate
+    default_s = None
+    if timed:  # a search evaluates the default config first; its median over any re-timings, as the best's
+        default = config_hash(timed[0].config)
+        default_s = statistics.median(
+            t.time_s for t in measured if t.timed and config_hash(t.config) == default and t.time_s
+        )
+    speedup = (default_s / s.best_time_s) if default_s and s.best_time_s else None
+    speedup_from = "tuning" if speedup else None
+    # the speedup the report shows beside a verdict comes from the same run as the verdict: the last
+    # verification's best and reference, timed interleaved (never a stale best against a fresh default)
+    last = next((v for v in reversed(vs) if v.reference_s and v.samples_s), None)
+    if last is not None:
+        default_s = statistics.median(last.reference_s)
+        speedup = default_s / statistics.median(last.samples_s)
+        speedup_from = f"verification {last.run_id}"
     return {
         "key_id": s.key_id,
         "created_at": _iso(s.created_at),
@@ -105,7 +118,8 @@ def _version(store: StoreReader, s: KeyState, vs: list[Any]) -> dict[str, Any]:
         "best_s": s.best_time_s,
         "best_config": s.best_config,
         "default_s": default_s,
-        "speedup_default": (default_s / s.best_time_s) if default_s and s.best_time_s else None,
+        "speedup_default": speedup,
+        "speedup_from": speedup_from,
         "trials": s.trials,
         "counts": s.counts,
         "history": [
@@ -128,7 +142,20 @@ def _verification(v: Any) -> dict[str, Any]:
         "key_id": v.key_id,
         "reference_s": statistics.median(v.reference_s) if v.reference_s else None,
         "error": v.error,
+        "tuned_ratio": v.tuned_ratio,
+        "run_ratio": statistics.median(v.ratios) if v.ratios else None,
+        "clocks": clocks_text(v.clock_min_mhz, v.clock_max_mhz, v.throttled),
+        "throttled": v.throttled,
     }
+
+
+def clocks_text(lo: float | None, hi: float | None, throttled: int | None = None) -> str | None:
+    """The SM clock range a verification's samples ran at ("1755-1980 MHz", with the throttled samples left
+    out), None where no clocks were recorded (a CPU, no NVML)."""
+    if lo is None or hi is None:
+        return f"{throttled} throttled left out" if throttled else None
+    text = f"{lo:.0f} MHz" if lo == hi else f"{lo:.0f}-{hi:.0f} MHz"
+    return text + (f", {throttled} throttled left out" if throttled else "")
 
 
 def _run(r: Any) -> dict[str, Any]:

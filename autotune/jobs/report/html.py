@@ -1,6 +1,8 @@
-"""The report as one self-contained HTML file: plotly figures (plotly.js inlined once, no network), the
-Markdown's tables beside them. Per shape: the best time over versions and nightly verifications, the
-speedup over the default config, the optimization history of the last search, failures by status."""
+"""The report as HTML: plotly figures (plotly.js from the shared ``plotly-<version>.min.js`` beside it, or
+inlined; never the network), the Markdown's tables beside them. Per shape: the best time over versions and
+nightly verifications, the speedup over the default config, the optimization history of the last search
+(log time axis: one slow outlier does not squash the rest), failures by status (one colour per status in
+every report). Every panel names its axes."""
 
 from __future__ import annotations
 
@@ -9,7 +11,25 @@ import json
 from typing import Any
 
 from autotune.jobs.report.markdown import skipped_requests
-from autotune.trial import fmt_time
+from autotune.trial import TrialStatus, fmt_config, fmt_time
+
+#: one colour per trial status, the same in every report: a bar's colour never changes meaning
+STATUS_COLOURS = {
+    TrialStatus.OK.value: "#2ca02c",
+    TrialStatus.INVALID.value: "#9e9e9e",
+    TrialStatus.COMPILE_FAILED.value: "#ff7f0e",
+    TrialStatus.LAUNCH_FAILED.value: "#d62728",
+    TrialStatus.WRONG_RESULT.value: "#9467bd",
+    TrialStatus.TIMEOUT.value: "#8c564b",
+    TrialStatus.CRASHED.value: "#222222",
+}
+#: (x title, y title) of each per-shape panel, left to right
+_AXES = (
+    ("version or nightly run (UTC)", "time (ms)"),
+    ("version (environment, source)", "speedup (x)"),
+    ("trial", "time (ms, log scale)"),
+    ("status", "trials"),
+)
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -35,7 +55,7 @@ def _shape_figure(s: dict[str, Any]) -> Any:
             "optimization history, last search (ms)",
             "trials by status, last search",
         ),
-        horizontal_spacing=0.06,
+        horizontal_spacing=0.07,
     )
     vs = s["versions"]
     for col, traces in enumerate(
@@ -43,11 +63,23 @@ def _shape_figure(s: dict[str, Any]) -> Any:
     ):
         for trace in traces:
             fig.add_trace(trace, row=1, col=col)
+    # room above the panel titles for plotly's toolbar, below them for the axis titles
     fig.update_layout(
-        height=330, margin={"l": 40, "r": 10, "t": 40, "b": 40}, showlegend=False, template="plotly_white"
+        height=380, margin={"l": 60, "r": 10, "t": 80, "b": 60}, showlegend=False, template="plotly_white"
     )
+    for col, (x_title, y_title) in enumerate(_AXES, 1):
+        fig.update_xaxes(title_text=x_title, row=1, col=col)
+        fig.update_yaxes(title_text=y_title, row=1, col=col)
+    # times as categories (minutes, in order): one point, or points seconds apart, stay readable
+    fig.update_xaxes(type="category", categoryorder="category ascending", row=1, col=1)
     fig.update_xaxes(showticklabels=False, row=1, col=2)
+    fig.update_yaxes(type="log", row=1, col=3)
     return fig
+
+
+def _when(iso: str | None) -> str:
+    """A timestamp as the time panel's category: to the minute, UTC."""
+    return (iso or "")[:16].replace("T", " ")
 
 
 def _time_traces(s: dict[str, Any]) -> list[Any]:
@@ -57,7 +89,7 @@ def _time_traces(s: dict[str, Any]) -> list[Any]:
     vs = s["versions"]
     traces = [
         go.Scatter(
-            x=[v["created_at"] for v in vs],
+            x=[_when(v["created_at"]) for v in vs],
             y=[_ms(v["best_s"]) for v in vs],
             text=[v["environment"] for v in vs],
             mode="markers+lines",
@@ -68,7 +100,7 @@ def _time_traces(s: dict[str, Any]) -> list[Any]:
         ver = s["verifications"]
         traces.append(
             go.Scatter(
-                x=[v["created_at"] for v in ver],
+                x=[_when(v["created_at"]) for v in ver],
                 y=[_ms(v["median_s"]) for v in ver],
                 text=[v["status"] for v in ver],
                 mode="markers+lines",
@@ -117,7 +149,15 @@ def _status_traces(vs: list[dict[str, Any]]) -> list[Any]:
     import plotly.graph_objects as go
 
     counts = vs[-1]["counts"]
-    return [go.Bar(x=sorted(counts), y=[counts[k] for k in sorted(counts)], name="status")]
+    order = [k for k in STATUS_COLOURS if k in counts] + sorted(k for k in counts if k not in STATUS_COLOURS)
+    return [
+        go.Bar(
+            x=order,
+            y=[counts[k] for k in order],
+            name="status",
+            marker={"color": [STATUS_COLOURS.get(k, "#17becf") for k in order]},
+        )
+    ]
 
 
 def _summary_figure(doc: dict[str, Any]) -> Any:
@@ -133,9 +173,11 @@ def _summary_figure(doc: dict[str, Any]) -> Any:
     )
     fig.update_layout(
         title="best config's speedup over the default config, per shape",
-        height=360,
+        height=380,
         template="plotly_white",
-        margin={"l": 40, "r": 10, "t": 40, "b": 120},
+        margin={"l": 60, "r": 10, "t": 80, "b": 120},
+        xaxis_title="kernel and shape",
+        yaxis_title="speedup over the default (x)",
     )
     return fig
 
@@ -151,7 +193,17 @@ def _table(headers: list[str], rows: list[list[str]], classes: list[str] | None 
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def render_html(doc: dict[str, Any]) -> str:
+def plotly_js_name() -> str:
+    """The shared copy of plotly.js written beside the reports: named for its version, so a report never
+    loads another version than the one it was drawn for."""
+    import plotly
+
+    return f"plotly-{plotly.__version__}.min.js"
+
+
+def render_html(doc: dict[str, Any], *, plotly_src: str | None = None) -> str:
+    """The page; ``plotly_src``: the shared plotly.js file it loads (a relative name), else plotly.js is
+    inlined (a single file to mail, 4.8 MB heavier)."""
     import plotly.io as pio
     from plotly.offline import get_plotlyjs
 
@@ -162,6 +214,8 @@ def render_html(doc: dict[str, Any]) -> str:
     if doc.get("run"):
         parts += _run_section(doc["run"])
     parts += _regressions_section(doc["regressions"])
+    parts += _best_section(doc["shapes"])
+    parts += _failures_section(doc["shapes"])
     # Figures go in as placeholders, replaced by their divs once the page's text is joined.
     figures: list[tuple[str, Any]] = []
     if doc["shapes"]:
@@ -174,10 +228,13 @@ def render_html(doc: dict[str, Any]) -> str:
     for name, fig in figures:
         div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=f"plot-{name}")
         body = body.replace(f"<div class='plot' id='slot-{name}'></div>", f"<div class='plot'>{div}</div>")
+    if plotly_src is not None:
+        script = f"<script type='text/javascript' src='{html.escape(plotly_src)}'></script>"
+    else:
+        script = f"<script type='text/javascript'>{get_plotlyjs()}</script>"
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>autotune report</title>"
-        f"<style>{_STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head>"
-        f"<body>{body}</body></html>"
+        f"<style>{_STYLE}</style>{script}</head><body>{body}</body></html>"
     )
 
 
@@ -222,11 +279,47 @@ def _regressions_section(regressions: list[dict[str, Any]]) -> list[str]:
             f"{r['p_value']:.2g}",
             fmt_time(r["baseline_s"]),
             fmt_time(r["median_s"]),
+            r.get("clocks") or "-",
         ]
         for r in regressions
     ]
-    headers = ["kernel", "shape", "device", "status", "ratio", "p", "baseline", "now"]
+    headers = ["kernel", "shape", "device", "status", "ratio", "p", "baseline", "now", "clocks"]
     return ["<h2>Regressions</h2>", _table(headers, rows, ["regression"] * len(regressions))]
+
+
+def _best_section(shapes: list[dict[str, Any]]) -> list[str]:
+    """The Markdown's best-config table: the best and default times, the config, the last verification."""
+    rows = []
+    for s in shapes:
+        v = s["last_verification"]
+        ver = f"{v['status']} ({v['ratio']:.3f}x)" if v and v["ratio"] else (v["status"] if v else "-")
+        rows.append(
+            [
+                s["kernel"],
+                s["shape"],
+                s["device"],
+                fmt_time(s["best_s"]),
+                fmt_config(s["best_config"]),
+                fmt_time(s["default_s"]),
+                f"{s['speedup_default']:.2f}x" if s["speedup_default"] else "-",
+                ver,
+                s["environment"],
+            ]
+        )
+    headers = ["kernel", "shape", "device", "best", "config", "default", "speedup vs default"]
+    headers += ["last verification", "environment"]
+    return ["<h2>Best configs</h2>", _table(headers, rows)]
+
+
+def _failures_section(shapes: list[dict[str, Any]]) -> list[str]:
+    rows = [
+        [s["kernel"], s["shape"], ", ".join(f"{k}={n}" for k, n in sorted(s["failures"].items()))]
+        for s in shapes
+        if s["failures"]
+    ]
+    if not rows:
+        return []
+    return ["<h2>Failures by status</h2>", _table(["kernel", "shape", "failures"], rows)]
 
 
 def _shapes_section(doc: dict[str, Any], figures: list[tuple[str, Any]]) -> list[str]:
@@ -240,6 +333,7 @@ def _shapes_section(doc: dict[str, Any], figures: list[tuple[str, Any]]) -> list
         ver = "-"
         if v:
             ver = v["status"] + (f" ({v['ratio']:.3f}x)" if v["ratio"] else "")
+            ver += f", {v['clocks']}" if v.get("clocks") else ""
         parts.append(
             f"<h3>{html.escape(s['kernel'])} {html.escape(s['shape'])} on {html.escape(s['device'])}</h3>"
             f"<p>best {fmt_time(s['best_s'])} ({html.escape(json.dumps(s['best_config']))}); default "

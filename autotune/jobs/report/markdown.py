@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autotune.trial import fmt_time
+from autotune.trial import fmt_config, fmt_time
 
 
 def _x(v: float | None, digits: int = 2) -> str:
@@ -99,14 +99,15 @@ def _regressions_section(regressions: list[dict[str, Any]]) -> list[str]:
     if not regressions:
         return [*lines, "None."]
     lines += [
-        "| kernel | shape | device | status | ratio | p | baseline | now |",
-        "|---|---|---|---|---|---|---|---|",
+        "| kernel | shape | device | status | ratio | p | baseline | now | clocks |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in regressions:
         lines.append(
             f"| {_cell(r['kernel'])} | {_cell(r['shape'])} | {_cell(r['device'])} | **{_cell(r['status'])}** | "
             f"{_x(r['ratio'], 3)} | "
-            f"{r['p_value']:.2g} | {fmt_time(r['baseline_s'])} | {fmt_time(r['median_s'])} |"
+            f"{r['p_value']:.2g} | {fmt_time(r['baseline_s'])} | {fmt_time(r['median_s'])} | "
+            f"{_cell(r.get('clocks') or '-')} |"
         )
     return lines
 
@@ -116,15 +117,17 @@ def _best_section(shapes: list[dict[str, Any]]) -> list[str]:
         "",
         "## Best configs",
         "",
-        "| kernel | shape | device | best | default | speedup vs default | last verification | environment |",
-        "|---|---|---|---|---|---|---|---|",
+        "| kernel | shape | device | best | config | default | speedup vs default | last verification | environment |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in shapes:
         v = s["last_verification"]
         ver = f"{_cell(v['status'])} ({_x(v['ratio'], 3)})" if v else "-"
+        if v and v.get("clocks"):
+            ver += f", {_cell(v['clocks'])}"
         lines.append(
             f"| {_cell(s['kernel'])} | {_cell(s['shape'])} | {_cell(s['device'])} | {fmt_time(s['best_s'])} | "
-            f"{fmt_time(s['default_s'])} | {_x(s['speedup_default'])} | {ver} | {_cell(s['environment'])} |"
+            f"{_cell(fmt_config(s['best_config']))} | {fmt_time(s['default_s'])} | {_x(s['speedup_default'])} | {ver} | {_cell(s['environment'])} |"
         )
     return lines
 
