@@ -169,3 +169,48 @@ def test_search_of_an_unsatisfiable_10_to_the_12_space_is_one_line(tmp_path):
     f = _huge_space_kernel(tmp_path, "P0 > 100")
     line = one_error_line(autotune("search", str(f), "--device", "cpu", "--db", str(tmp_path / "u.db")))
     assert "no valid config" in line or "violate" in line, line
+
+
+def test_ctrl_c_to_the_process_group_ends_the_search_with_nothing_lost(tmp_path):
+    """What a terminal's Ctrl-C sends: SIGINT to every process of the group (the search, its workers, the
+    Optuna study writer). The search used to wait 600 s on the writer the same signal had killed."""
+    import signal
+    import time
+
+    import optuna
+
+    from autotune.store import Store
+
+    db = tmp_path / "c.db"
+    cmd = [
+        sys.executable, "-m", "autotune", "search", TINY, "--device", "cpu", "--shape", "N=32",
+        "--strategy", "exhaustive", "--trials", "100", "--num-tests", "2", "--db", str(db),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TINY_COMPILE_SLEEP": "0.5"}, start_new_session=True,
+    )  # fmt: skip
+    store = Store(f"sqlite:///{db}")
+    try:
+        assert wait_for_trials(store, 3, timeout_s=240), "the search never stored a trial"
+        before = store.trials.recorded(store.history.key_states()[0].key_id)
+        os.killpg(proc.pid, signal.SIGINT)
+        sent = time.monotonic()
+        try:
+            _, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the search had not exited 30 s after Ctrl-C ({time.monotonic() - sent:.0f} s)")
+        assert proc.returncode == 130, stderr
+        assert "interrupted" in stderr and "Traceback" not in stderr, stderr
+        row = store.history.key_states()[0]
+        after = store.trials.recorded(row.key_id)
+        assert after[: len(before)] == before, "a finished trial was lost"
+        assert store.trials.duplicate_measurements() == 0
+        # the shielded writer finished its queue: the Optuna study holds every stored trial
+        study = optuna.load_study(study_name=row.study_name, storage=f"sqlite:///{db}")
+        assert len(study.trials) == len(after)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        store.close()

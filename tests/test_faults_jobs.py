@@ -213,6 +213,51 @@ def test_poisoned_requests_are_skipped_and_the_valid_one_is_tuned(sqlite_url, tm
     assert f"- skipped request of matmul_cpu: {huge} (N={2**70} is too large" in md
     assert f"- skipped request of matmul_cpu: {unbuildable} (inputs cannot be built" in md
     assert "Requests skipped" in (tmp_path / "report" / "report.html").read_text()
+    # and `autotune show --requests` says why, the reason found by building the inputs included
+    shown = show_requests(sqlite_url)
+    assert squash(f"N={2**70} is too large") in squash(shown), shown
+    assert squash("inputs cannot be built: RuntimeError") in squash(shown), shown
+    row = next(line for line in shown.splitlines() if f"N={40}," in line)
+    assert row.rstrip(" │").endswith("-"), row  # tuned: no reason
+
+
+def show_requests(db: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "autotune", "show", "--requests", "--db", db],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, env={**os.environ, "COLUMNS": "400"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def squash(text: str) -> str:
+    """Table text without spaces and rules: a cell rich wrapped over lines reads as one string."""
+    return "".join(text.replace("│", " ").split())
+
+
+def test_show_requests_gives_the_skip_reason_before_any_nightly_run(sqlite_url):
+    """Reasons known without a run: a dimension too large for any tensor, and names that are not the
+    kernel's shape parameters (as its tuned keys name them)."""
+    from autotune.runtime import requests_log
+    from autotune.runtime.lookup import best_config, clear_cache
+    from autotune.store import Store
+    from tests.test_store import ensure
+
+    store = Store(sqlite_url)
+    store.schema.upgrade()
+    ensure(store, kernel="matmul_cpu", shape={"M": 8, "N": 8, "K": 8})
+    clear_cache()
+    try:
+        best_config("matmul_cpu", db=sqlite_url, device="cpu", M=32, N=2**70, K=32, record=True)
+        best_config("matmul_cpu", db=sqlite_url, device="cpu", M=32, N=40, X=32, record=True)
+        best_config("matmul_cpu", db=sqlite_url, device="cpu", M=32, N=40, K=32, record=True)
+        assert requests_log.flush() == 3
+    finally:
+        clear_cache()
+    shown = squash(show_requests(sqlite_url))
+    assert squash(f"N={2**70} is too large (max 2**62)") in shown, shown
+    assert squash("not the kernel's shape parameters M,N,K") in shown, shown
+    store.close()
 
 
 # ---------------------------------------------------------------- row 12: HTML in report.md

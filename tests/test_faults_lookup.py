@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import socket
 import sqlite3
 import subprocess
@@ -410,3 +411,41 @@ def test_shape_distance_to_a_bad_dimension_is_infinite(bad):
     assert shape_distance({"M": bad, "N": 8}, {"M": 64, "N": 8}) == math.inf
     assert shape_distance({"M": 64, "N": 8}, {"M": 128, "N": 8}) == 1.0
     assert shape_distance({"M": 2**70}, {"M": 2**71}) == 1.0
+
+
+_GATED_IMPORT = """
+import importlib.abc, sys, threading
+
+blocking, released = threading.Event(), threading.Event()
+
+
+class SlowImport(importlib.abc.MetaPathFinder):
+    # importing SQLAlchemy (and psycopg) took 0.1 s to seconds: here, until the test releases it
+    def find_spec(self, name, path=None, target=None):
+        if name == "sqlalchemy":
+            blocking.set()
+            released.wait(30)
+            blocking.clear()
+        return None
+
+
+sys.meta_path.insert(0, SlowImport())
+import autotune
+
+got = autotune.best_config("gemm", db=sys.argv[1], device="cpu", default={"BLOCK": 1}, M=64)
+print("returned", got, "while importing" if blocking.is_set() else "after the import")
+released.set()
+"""
+
+
+def test_first_lookup_bound_includes_importing_sqlalchemy(tmp_path):
+    """The first call's bound (AUTOTUNE_LOOKUP_TIMEOUT) started only after SQLAlchemy and the driver were
+    imported in the calling thread (1.51 s against a server that never answers): the import now runs in
+    the load's thread, so the call returns the default while an import that does not end is still going."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _GATED_IMPORT, str(tmp_path / "never.db")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "AUTOTUNE_LOOKUP_TIMEOUT": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "returned {'BLOCK': 1} while importing" in proc.stdout, proc.stdout + proc.stderr

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from autotune.cli.common import DbOption, ShapesOption, fmt_config, opt_help, out
 from autotune.errors import NotFoundError, SettingsError
+from autotune.files import check_writable, write_text
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
@@ -281,6 +282,7 @@ def export(
     """Write the best configs to a JSON file that best_config() reads without a database (deployment)."""
     if fmt not in ("json", "triton"):
         raise SettingsError(f"--format {fmt!r}: choose json or triton")
+    check_writable(out_file)
     if fmt == "triton":
         from autotune.runtime.triton_export import write_triton_configs
 
@@ -312,7 +314,5 @@ def _export_json(store: Store, out_file: Path, kernel: str | None) -> None:
         "source": store.masked_url,
         "records": records,
     }
-    tmp = out_file.with_name(out_file.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    tmp.replace(out_file)  # atomic: a reader never sees half a file
+    write_text(out_file, json.dumps(doc, indent=1))  # atomic: a reader never sees half a file
     out.print(f"wrote {len(records)} best configs of {len(kernels)} kernel(s) to {out_file}", highlight=False)

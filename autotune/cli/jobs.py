@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from autotune.cli.common import DbOption, err, out, say_error
+from autotune.files import check_writable, write_text
 
 app = typer.Typer()
 
@@ -39,6 +40,8 @@ def nightly(
     from autotune.tuning.progress import SearchProgress, choose_mode
 
     job = load_job(job_file)
+    if json_out is not None:
+        check_writable(json_out, "--json")  # before the run, not after it
     # A job's output is a log: plain per-trial lines as a piped search prints, on a terminal too.
     progress = SearchProgress(err, choose_mode(err, quiet=quiet, bar=False), verbose=verbose)
     result = run_job(
@@ -53,7 +56,7 @@ def nightly(
         files = write_report(job.database, job.report, run_id=result.run_id)
         err.print(f"report: {', '.join(str(f) for f in files)}", highlight=False)
     if json_out is not None:
-        json_out.write_text(json.dumps(result.summary(), indent=2, default=str))
+        write_text(json_out, json.dumps(result.summary(), indent=2, default=str), "--json")
     n_reg, n_conf = len(result.regressions), len(result.confirmed)
     err.print(
         f"nightly {job.name}: {'planned' if dry_run else 'done'} in {result.wall_s:.1f} s; "

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from autotune.cli.common import DbOption, ShapesOption, check_strategy, err, fmt_config, opt_help, out
 from autotune.errors import DatabaseUnreachableError, SettingsError
+from autotune.files import check_writable, write_text
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
@@ -174,6 +175,8 @@ def search(
             raise SettingsError(f"--configs {configs}: no such file")
         if not file.is_file():
             raise SettingsError(f"{file}: no such kernel file")
+        if json_out is not None:
+            check_writable(json_out, "--json")  # before the search, not after it
         with timeline.phase("check the database (read-only)"):
             store, new_db = _open_db(db)
         from autotune.tuning.progress import SearchProgress, choose_mode
@@ -182,7 +185,9 @@ def search(
         reports, kernel = _run(file, store, new_db, settings, shapes, progress)
         print_reports(reports, kernel)
         if json_out is not None:
-            json_out.write_text(json.dumps([report_dict(r) for r in reports], indent=2, default=str))
+            write_text(
+                json_out, json.dumps([report_dict(r) for r in reports], indent=2, default=str), "--json"
+            )
 
 
 def _open_db(db: str | None) -> tuple[Store, bool]:

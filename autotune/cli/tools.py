@@ -16,6 +16,7 @@ from rich.table import Table
 
 from autotune.cli.common import DbOption, ShapesOption, err, fail, fmt_config, opt_help, out
 from autotune.errors import SettingsError
+from autotune.files import check_writable, write_text
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
@@ -118,14 +119,28 @@ def space(
 def _space_from_triton(spec: str, out_path: Path | None, product: bool) -> Path | None:
     """The space of a ``triton.Config`` list as YAML: on stdout (None), or written to ``out_path`` (returned,
     to be checked as any space file)."""
+    from functools import partial
+
+    from autotune.kernel.isolated import run_isolated
+    from autotune.settings import SearchSettings
     from autotune.space.triton import dump_yaml, space_from_file
 
-    text = dump_yaml(space_from_file(spec, product=product))
+    if out_path is not None:
+        check_writable(out_path)  # before the kernel file is imported
+    # the file's top level runs in a child: an os._exit() or a hang there must not end or hang the CLI
+    space = run_isolated(
+        partial(space_from_file, product=product),
+        spec,
+        path=spec.rpartition(":")[0] or spec,
+        doing="reading the triton.Config list",
+        timeout_s=SearchSettings().start_timeout_s,
+        timeout_hint="AUTOTUNE_START_TIMEOUT",
+    )
+    text = dump_yaml(space)
     if out_path is None:
         typer.echo(text, nl=False)
         return None
-    out_path.write_text(text)
-    return out_path
+    return write_text(out_path, text)
 
 
 def _device_facts(facts: str | None) -> tuple[str, dict[str, Any]]:
@@ -268,9 +283,10 @@ def landscape_export(
     from autotune.store import Store
     from autotune.tuning.landscape import export_landscape
 
+    check_writable(out)
     store = Store.open(db, create=False, readonly=True)
     land = export_landscape(store, kernel, format_shape(parse_shape(shape)), device)
-    out.write_text(json.dumps(land.to_json(), indent=1))
+    write_text(out, json.dumps(land.to_json(), indent=1))
     typer.echo(f"wrote {out}: {len(land.results)} configs of {kernel} {land.shape_key} on {land.device_name}")
 
 
@@ -329,7 +345,7 @@ def replay(
     for line in rp.format_table(runs, report_at):
         typer.echo(line)
     if json_out:
-        json_out.write_text(json.dumps([r.__dict__ for r in runs], indent=1))
+        write_text(json_out, json.dumps([r.__dict__ for r in runs], indent=1), "--json")
 
 
 def _strategies(text: str) -> list[str]:

@@ -110,16 +110,30 @@ class Landscape:
 def config_results(configs: list[dict[str, Any]], space: Space) -> dict[str, TrialResult]:
     """A landscape file's ``configs`` entries as results by config hash (configs normalized in ``space``)."""
     results: dict[str, TrialResult] = {}
-    for c in configs:
+    if not isinstance(configs, list) or not configs:
+        raise ValueError("'configs' is empty: a landscape needs recorded configs")
+    for i, c in enumerate(configs):
         cfg = space.normalize(c["config"])
+        status = TrialStatus(c["status"])
         results[config_hash(cfg)] = TrialResult(
-            TrialStatus(c["status"]),
+            status,
             cfg,
-            time_s=c.get("time_s"),
+            time_s=_time_s(c.get("time_s"), status, i),
             tflops=c.get("tflops"),
             error=c.get("error"),
         )
     return results
+
+
+def _time_s(value: Any, status: TrialStatus, i: int) -> float | None:
+    """A recorded time: an ``ok`` result needs a positive, finite number of seconds (0, negative, NaN, a
+    string or none would turn every regret into nan or -100 %); other results' times are not used."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if status is not TrialStatus.OK:
+        return float(value) if ok else None
+    if not ok:
+        raise ValueError(f"configs[{i}]: an ok result needs time_s > 0 in seconds (got {value!r:.40})")
+    return float(value)
 
 
 def load_landscape(path: str | Path, *, space: Space | None = None) -> Landscape:
@@ -132,7 +146,7 @@ def load_landscape(path: str | Path, *, space: Space | None = None) -> Landscape
             raise ValueError(f"not an {FORMAT} v{VERSION} file")
         space = space or _file_space(doc, p)
         default = doc.get("default_config")
-        return Landscape(
+        land = Landscape(
             kernel=str(doc["kernel"]),
             device_name=str(doc.get("device_name") or doc.get("gpu") or "unknown"),
             facts={str(k): int(v) for k, v in (doc.get("facts") or {}).items()},
@@ -142,6 +156,9 @@ def load_landscape(path: str | Path, *, space: Space | None = None) -> Landscape
             results=config_results(doc["configs"], space),
             path=str(p),
         )
+        if not math.isfinite(land.best_s):
+            raise ValueError("no ok config with a time: there is no best to measure regret against")
+        return land
     except SettingsError:
         raise
     except Exception as e:  # one line per bad file, whatever is wrong in it

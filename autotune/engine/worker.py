@@ -39,6 +39,7 @@ from autotune.engine.messages import (
     WorkerInfo,
 )
 from autotune.errors import AutotuneError, KernelFileError
+from autotune.procs import shielded, start_shielded
 from autotune.trial import TrialResult, TrialStatus
 
 log = logging.getLogger("autotune.worker")
@@ -439,11 +440,11 @@ class Worker:
     def _spawn(self) -> tuple[Any, Any]:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
-            target=_child_main,
-            args=(child, self.kernel_path, self._child_device, self._env, self.timing),
+            target=shielded,
+            args=(_child_main, child, self.kernel_path, self._child_device, self._env, self.timing),
             daemon=True,
         )
-        proc.start()
+        start_shielded(proc)  # Ctrl-C reaches the orchestrator alone: it ends its workers itself
         child.close()
         return proc, parent
 

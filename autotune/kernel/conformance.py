@@ -172,13 +172,6 @@ def assert_conforms(
     assert not failed, "; ".join(f"{c.name}: {c.detail}" for c in failed)
 
 
-def _check_child(conn: Any, path: str, device: str, shape: Shape | None, time_it: bool) -> None:
-    try:
-        conn.send(("ok", check_kernel_file(path, device, shape, time_it)))
-    except BaseException as exc:  # a bug of ours: still one line for the user
-        conn.send(("error", f"{type(exc).__name__}: {exc}"[:500]))
-
-
 def check_kernel_file_isolated(
     path: str | os.PathLike[str],
     device: str = "",
@@ -187,38 +180,19 @@ def check_kernel_file_isolated(
     *,
     timeout_s: float,
 ) -> list[Check]:
-    """``check_kernel_file`` in a spawn-ed process, as ``search`` and ``bench`` load kernel files: a file
-    that exits, crashes or hangs at import (or anywhere in the check) gives one clear error instead of
-    taking the command down with it or hanging it."""
-    import multiprocessing as mp
+    """``check_kernel_file`` in a spawn-ed process (``kernel.isolated``), as ``search`` and ``bench`` load
+    kernel files: a file that exits, crashes or hangs at import (or anywhere in the check) gives one
+    clear error instead of taking the command down with it or hanging it."""
+    from autotune.kernel.isolated import run_isolated
 
-    from autotune.engine.worker import _signal_name
-    from autotune.errors import KernelFileError
-
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_check_child, args=(child, str(path), device, shape, time_it), daemon=True)
-    proc.start()
-    child.close()
-    try:
-        if not parent.poll(timeout_s):
-            raise KernelFileError(
-                f"{path}: the check did not finish within {timeout_s:.0f} s (AUTOTUNE_START_TIMEOUT + "
-                "AUTOTUNE_RUN_TIMEOUT); does the kernel file hang at import or in a launch?"
-            )
-        try:
-            kind, payload = parent.recv()
-        except (EOFError, OSError):
-            proc.join(timeout=5)
-            raise KernelFileError(
-                f"{path}: the process checking the kernel file {_signal_name(proc.exitcode)} "
-                "(does the file exit or crash at import?)"
-            ) from None
-        if kind == "error":
-            raise KernelFileError(f"{path}: the check failed: {payload}")
-        return payload
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(timeout=10)
-        parent.close()
+    return run_isolated(
+        check_kernel_file,
+        str(path),
+        device,
+        shape,
+        time_it,
+        path=path,
+        doing="checking the kernel file",
+        timeout_s=timeout_s,
+        timeout_hint="AUTOTUNE_START_TIMEOUT + AUTOTUNE_RUN_TIMEOUT",
+    )

@@ -75,14 +75,20 @@ class _Load:
     """One load of the rows of a (source, kernel, device), run in a thread; ``rows`` is None until it
     succeeded (pending or failed)."""
 
-    __slots__ = ("deadline", "done", "failed_at", "rows", "started")
+    __slots__ = ("deadline", "done", "failed_at", "rows", "started", "url", "warn_key", "where")
 
-    def __init__(self, started: float, deadline: float) -> None:
+    def __init__(self, started: float, deadline: float, where: str, warn_key: str) -> None:
         self.started = started
         self.deadline = deadline  # the first caller waits until then
         self.done = threading.Event()
         self.rows: list[BestRecord] | None = None
         self.failed_at = math.inf  # set when it fails
+        #: the database URL and its masked form, resolved in the load's thread (that resolving imports
+        #: SQLAlchemy, which must count in the first call's bound); None for an export file
+        self.url: str | None = None
+        self.where = where
+        #: its warnings are shown once per (db as given, kernel), as those of the call itself
+        self.warn_key = warn_key
 
     def due(self, now: float, retry_s: float) -> bool:
         """Whether a new load should replace this one: failed and the retry interval passed, or hung for
@@ -94,7 +100,7 @@ class _Load:
 
 #: (db, device, kernel, source_hash, sorted shape items) -> the answer, or the _Load it waits on
 _answers: dict[tuple[Any, ...], _Answer | _Load] = {}
-_loads: dict[tuple[str, str, str], _Load] = {}  # (url or export path, kernel, device_name)
+_loads: dict[tuple[str, str, str], _Load] = {}  # (db as given or export path, kernel, device_name)
 _stores: dict[str, Store] = {}
 _warned: set[tuple[str, ...]] = set()
 _lock = threading.Lock()  # guards the dicts above; never held during I/O
@@ -206,25 +212,23 @@ def _lookup(
     source = db or settings.database() or ""
     if _is_export_file(source):
         # A file written by `autotune export`: no database and no SQLAlchemy on the deployment's launch path.
-        where = source
+        def prepare(load: _Load) -> list[BestRecord]:
+            return _read_export(source, kernel, device_name)
 
-        def prepare() -> Callable[[], list[BestRecord]]:
-            return lambda: _read_export(source, kernel, device_name)
-
-        load = _rows_of((source, kernel, device_name), where, kernel, prepare)
-        lookup_db = None
+        load = _rows_of((source, kernel, device_name), (source, str(db)), kernel, prepare)
     else:
-        from autotune.store.urls import default_db_url, mask_url, normalize_db_url
 
-        url = normalize_db_url(db) if db else default_db_url()
-        where = mask_url(url)
+        def prepare(load: _Load) -> list[BestRecord]:
+            # in the load's thread: importing the store (SQLAlchemy, the driver) takes from 0.1 s to
+            # seconds, and the first call's bound (AUTOTUNE_LOOKUP_TIMEOUT) must hold it too
+            from autotune.store.urls import default_db_url, mask_url, normalize_db_url
 
-        def prepare() -> Callable[[], list[BestRecord]]:
-            store = _store_for(url)  # imports SQLAlchemy and the driver here, not in the timed thread
-            return lambda: _read_db(store, kernel, device_name)
+            url = normalize_db_url(db) if db else default_db_url()
+            load.url, load.where = url, mask_url(url)
+            return _read_db(_store_for(url), kernel, device_name)
 
-        load = _rows_of((url, kernel, device_name), where, kernel, prepare)
-        lookup_db = url
+        load = _rows_of((f"db:{source}", kernel, device_name), ("the database", str(db)), kernel, prepare)
+    where, lookup_db = load.where, load.url
     if load.rows is None:  # pending or failed: the default for now, from the cache
         _answers[key] = load
         return load
@@ -235,10 +239,14 @@ def _lookup(
 
 
 def _rows_of(
-    lkey: tuple[str, str, str], where: str, kernel: str, prepare: Callable[[], Callable[[], list[BestRecord]]]
+    lkey: tuple[str, str, str],
+    names: tuple[str, str],
+    kernel: str,
+    prepare: Callable[[_Load], list[BestRecord]],
 ) -> _Load:
     """The load of ``lkey``'s rows: started here when there is none (or the last one failed long enough
-    ago); the first load is waited for until its deadline, a retry is not waited for."""
+    ago); the first load is waited for until its deadline, a retry is not waited for. ``names``: where it
+    loads from as messages say it, until the load resolves it, and its warnings' key."""
     now = time.monotonic()
     load = _loads.get(lkey)
     start = False
@@ -248,46 +256,34 @@ def _rows_of(
             load = _loads.get(lkey)
             if load is None or load is stale:
                 wait = _timeout_s() if stale is None else 0.0
-                load = _loads[lkey] = _Load(now, now + wait)
+                load = _loads[lkey] = _Load(now, now + wait, *names)
                 start = True
         if start:
-            _start(load, lkey, where, kernel, prepare)
+            _start(load, kernel, prepare)
     if not load.done.is_set():
         remaining = load.deadline - time.monotonic()
         if remaining > 0:
             load.done.wait(remaining)
         if not load.done.is_set() and start and load.deadline > load.started:
             _warn_once(
-                ("slow", where, kernel),
+                ("slow", load.warn_key, kernel),
                 kernel,
                 TimeoutError(
-                    f"database {where} did not answer within {load.deadline - load.started:g} s "
+                    f"database {load.where} did not answer within {load.deadline - load.started:g} s "
                     "(AUTOTUNE_LOOKUP_TIMEOUT); its rows are used once they arrive"
                 ),
             )
     return load
 
 
-def _start(
-    load: _Load,
-    lkey: tuple[str, str, str],
-    where: str,
-    kernel: str,
-    prepare: Callable[[], Callable[[], list[BestRecord]]],
-) -> None:
-    try:
-        fetch = prepare()
-    except Exception as e:  # e.g. no driver installed: fails the same way until the retry
-        _finish(load, None, where, kernel, e)
-        return
-
+def _start(load: _Load, kernel: str, prepare: Callable[[_Load], list[BestRecord]]) -> None:
     def run() -> None:
         try:
-            rows = fetch()
-        except BaseException as e:
-            _finish(load, None, where, kernel, e)
+            rows = prepare(load)
+        except BaseException as e:  # e.g. no driver installed: fails the same way until the retry
+            _finish(load, None, kernel, e)
         else:
-            _finish(load, rows, where, kernel, None)
+            _finish(load, rows, kernel, None)
 
     try:
         threading.Thread(target=run, name=f"autotune-lookup-{kernel}", daemon=True).start()
@@ -295,11 +291,9 @@ def _start(
         run()
 
 
-def _finish(
-    load: _Load, rows: list[BestRecord] | None, where: str, kernel: str, error: BaseException | None
-) -> None:
+def _finish(load: _Load, rows: list[BestRecord] | None, kernel: str, error: BaseException | None) -> None:
     if error is not None:
-        _warn_once((where, kernel), kernel, error)
+        _warn_once((load.warn_key, kernel), kernel, error)
         load.failed_at = time.monotonic()
     load.rows = rows
     load.done.set()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import NotFoundError, SettingsError
+from autotune.files import write_text
 from autotune.space.triton import CONFIG_FIELDS
 
 if TYPE_CHECKING:
@@ -96,7 +97,5 @@ def write_triton_configs(store: StoreReader, out_file: Path, *, kernel: str | No
             f"_RECORDS = {body}\n\n"
             "CONFIGS = _RECORDS\n" + _LOADER
         )
-    tmp = out_file.with_name(out_file.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out_file)
+    write_text(out_file, text)
     return n

@@ -97,6 +97,8 @@ class Store:
         Postgres: read-only transactions). Both: a database without our schema is returned unchecked and
         left as it is (``store.schema.missing()`` says so), for a caller that creates it later with
         ``store.schema.create()`` (a search, once its kernel file loaded) or never (a dry run)."""
+        if not readonly:
+            cls._refuse_early(url)
         store = cls(url, readonly=readonly)
         try:
             if create and store.schema.missing():
@@ -108,6 +110,18 @@ class Store:
             store.close()
             raise
         return store
+
+    @classmethod
+    def _refuse_early(cls, url: str | None) -> None:
+        """Check an existing schema over a read-only connection first: a command that refuses (an outdated
+        or newer schema) must leave the database byte for byte as it was, and a writable SQLite connection
+        alone changes the file (it switches the journal to WAL)."""
+        probe = cls(url, readonly=True)
+        try:
+            if not probe.schema.missing():
+                probe.schema.check()
+        finally:
+            probe.close()
 
     @property
     def url(self) -> str:

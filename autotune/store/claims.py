@@ -2,11 +2,14 @@
 and a lease), so that searches on many processes and hosts never measure a config twice.
 
 - ``claim`` inserts the row (the unique constraint lets exactly one inserter win), or finds it: ``done``
-  (reuse the stored trial), ``busy`` (another live owner holds it), or reclaimable (the lease expired, or
-  the owner was a process on this host that no longer exists) and then takes it over;
+  (reuse the stored trial), ``busy`` (another live owner holds it), or reclaimable (``stale``: the lease
+  expired, or the owner was a process of this host *and* pid namespace that no longer exists) and then
+  takes it over. Containers share hostnames and reuse pids: a pid not visible here says nothing about an
+  owner in another pid namespace, so only its lease counts;
 - the owner renews the leases of all its running claims in one statement (``renew``) while it lives;
 - the trials role marks the claim done (``complete``) in the same transaction that stores the trial;
-- ``release`` drops an interrupted owner's running claims so others need not wait for the lease."""
+- ``release`` drops an interrupted owner's running claims so others need not wait for the lease;
+  ``close_stale`` drops those of dead owners (kill -9), so nothing shows them as running."""
 
 from __future__ import annotations
 
@@ -27,17 +30,60 @@ from autotune.store.models import ClaimRow, TrialRow, utcnow
 from autotune.store.rows import from_db_time
 
 
+def _pid_namespace() -> str:
+    """This process's pid namespace (the inode of /proc/self/ns/pid): pids compare only within one."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:  # no /proc (macOS): one namespace per host
+        return "host"
+
+
 @dataclass(frozen=True)
 class Owner:
-    """A claiming process: host and pid, plus a random token (pids are reused)."""
+    """A claiming process: host, pid, a random token (pids are reused) and its pid namespace (hosts in
+    containers share a hostname and pids: a pid is only comparable inside its namespace)."""
 
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
     token: str = field(default_factory=lambda: secrets.token_hex(4))
+    namespace: str = field(default_factory=_pid_namespace)
 
     @property
     def id(self) -> str:
-        return f"{self.host}:{self.pid}:{self.token}"
+        return f"{self.host}:{self.pid}:{self.token}:{self.namespace}"
+
+
+def _namespace_of(owner_id: str) -> str | None:
+    """The pid namespace in a stored owner id; None for ids written before it was recorded (then only
+    the lease tells whether the owner lives)."""
+    parts = owner_id.rsplit(":", 3)
+    return parts[3] if len(parts) == 4 else None
+
+
+def owner_dead(owner_id: str, host: str | None, pid: int | None, me: Owner) -> bool:
+    """Whether the owner of a claim is known dead: a process of ``me``'s host and pid namespace that no
+    longer exists. Anything else may live, whatever its pid looks like here."""
+    return (
+        host == me.host
+        and pid is not None
+        and pid > 0
+        and pid != me.pid
+        and _namespace_of(owner_id or "") == me.namespace
+        and not _pid_alive(pid)
+    )
+
+
+def owner_id_dead(owner_id: str, me: Owner) -> bool:
+    """``owner_dead`` from an owner id alone (host:pid:token:namespace), e.g. a nightly run's."""
+    parts = owner_id.rsplit(":", 3)
+    if len(parts) != 4 or not parts[1].isdigit():
+        return False
+    return owner_dead(owner_id, parts[0], int(parts[1]), me)
+
+
+def stale(row: Any, me: Owner, now: Any) -> bool:
+    """Whether a running claim may be taken over or closed: its lease expired, or its owner is dead."""
+    return from_db_time(row.lease_expires_at) <= now or owner_dead(row.owner, row.host, row.pid, me)
 
 
 class ClaimState(str, Enum):
@@ -128,8 +174,7 @@ class Claims:
             return Claim(ClaimState.DONE, attempts=row.attempts, trial_id=row.trial_id)
         if row.owner == owner.id:
             return Claim(ClaimState.CLAIMED, attempts=row.attempts)
-        orphaned = row.host == owner.host and row.pid != owner.pid and not _pid_alive(row.pid)
-        if from_db_time(row.lease_expires_at) > now and not orphaned:
+        if not stale(row, owner, now):
             return Claim(ClaimState.BUSY, attempts=row.attempts)
         # the owner died: take it over (the row lock makes one taker win)
         row.owner, row.host, row.pid, row.device = owner.id, owner.host, owner.pid, device or None
@@ -159,6 +204,17 @@ class Claims:
         with self.db.session(write=True) as s:
             return int(s.execute(stmt).rowcount or 0)
 
+    def close_stale(self) -> int:
+        """Drop the running claims of dead owners (``stale``): a search killed with -9 never released its
+        own, and they must not show as running nor wait out their lease here. Returns how many."""
+        me, now = Owner(), utcnow()
+        with self.db.session(write=True) as s:
+            rows = s.scalars(select(ClaimRow).where(ClaimRow.status == "running")).all()
+            dead = [r.id for r in rows if stale(r, me, now)]
+            if dead:
+                s.execute(delete(ClaimRow).where(ClaimRow.id.in_(dead), ClaimRow.status == "running"))
+        return len(dead)
+
     def running(self, key_id: int) -> dict[str, str]:
         """config hash -> owner of a key's running claims."""
         with self.db.session() as s:
@@ -174,7 +230,7 @@ class Claims:
         write them to the Optuna study any more (a dead owner on this host, or stored ``older_than_s``
         ago), so a new search may adopt them. Invalid trials take no claim and count as settled when old."""
         cutoff = utcnow() - timedelta(seconds=older_than_s)
-        host = socket.gethostname()
+        me = Owner()
         with self.db.session() as s:
             rows = s.execute(
                 select(TrialRow.id, TrialRow.finished_at, ClaimRow.owner, ClaimRow.host, ClaimRow.pid)
@@ -182,10 +238,9 @@ class Claims:
                 .where(TrialRow.key_id == key_id)
             ).all()
         out = set()
-        for trial_id, finished, _owner, owner_host, pid in rows:
+        for trial_id, finished, owner_id, owner_host, pid in rows:
             old = finished is None or from_db_time(finished) < cutoff
-            dead = owner_host == host and pid is not None and pid != os.getpid() and not _pid_alive(pid)
-            if old or dead:
+            if old or owner_dead(owner_id or "", owner_host, pid, me):
                 out.add(trial_id)
         return out
 

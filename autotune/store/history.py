@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from autotune.records import KeyState
+from autotune.store.claims import Owner, stale
 from autotune.store.database import Database
 from autotune.store.models import (
     BestConfigRow,
@@ -20,6 +21,7 @@ from autotune.store.models import (
     ShapeRow,
     TrialRow,
     TuningKeyRow,
+    utcnow,
 )
 from autotune.store.rows import key_facts, key_state
 from autotune.store.transfer import transfer_history
@@ -92,10 +94,10 @@ def _measured(s: Session) -> dict[int, int]:
 
 
 def _running(s: Session) -> dict[int, int]:
-    """key id -> running claims."""
-    stmt = (
-        select(ClaimRow.key_id, func.count(ClaimRow.id))
-        .where(ClaimRow.status == "running")
-        .group_by(ClaimRow.key_id)
-    )
-    return {key_id: int(n) for key_id, n in s.execute(stmt)}
+    """key id -> running claims of live owners (a dead owner's claims are not running, closed or not:
+    the history is read-only, the next search closes them)."""
+    me, now, out = Owner(), utcnow(), {}
+    for row in s.scalars(select(ClaimRow).where(ClaimRow.status == "running")):
+        if not stale(row, me, now):
+            out[row.key_id] = out.get(row.key_id, 0) + 1
+    return out

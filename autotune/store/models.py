@@ -213,7 +213,8 @@ class ClaimRow(Base):
     key_id: Mapped[int] = mapped_column(ForeignKey("autotune_tuning_keys.id"))
     config_hash: Mapped[str] = mapped_column(String(32))
     status: Mapped[str] = mapped_column(String(16))
-    #: host:pid:token of the claiming process (the token tells apart a reused pid)
+    #: host:pid:token:pid-namespace of the claiming process (the token tells apart a reused pid, the
+    #: namespace containers that share a hostname)
     owner: Mapped[str] = mapped_column(String)
     host: Mapped[str] = mapped_column(String)
     pid: Mapped[int] = mapped_column(Integer)

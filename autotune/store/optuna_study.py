@@ -18,9 +18,11 @@ import logging
 import multiprocessing as mp
 import os
 import queue
+import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from autotune.procs import shielded, start_shielded
 from autotune.trial import TrialResult
 
 if TYPE_CHECKING:
@@ -32,6 +34,8 @@ log = logging.getLogger("autotune.search")
 _POLL_S = 1.0
 #: trials written per transaction at most
 _BATCH = 256
+#: seconds a failed or interrupted search waits for its writer (Ctrl-C must end the command promptly)
+_CLOSE_FAILED_S = 10.0
 
 
 #: the study's one objective, as optuna-dashboard names it (instead of "Objective 0")
@@ -246,12 +250,12 @@ class StudyWriter:
         self._ready = ctx.Event()
         self._lock = store.db.process_write_lock(ctx)
         self._proc = ctx.Process(
-            target=_writer_main,
-            args=(self._q, self._done, self._lock, self._ready, store.url),
+            target=shielded,
+            args=(_writer_main, self._q, self._done, self._lock, self._ready, store.url),
             daemon=True,
             name="autotune-study-writer",
         )
-        self._proc.start()
+        start_shielded(self._proc)  # Ctrl-C must not kill it mid-write: close() decides
         self.bound = False
         if study_name is not None:
             self.bind(study_name, space, study_attrs)
@@ -278,20 +282,30 @@ class StudyWriter:
     def close(self, timeout_s: float = 600.0, *, quiet: bool = False) -> None:
         """Wait until every trial handed over is written (the study is complete when the search ends), unless
         the writer is still starting and ``wait_for_start`` is False. ``quiet``: the search already failed
-        (e.g. the database went away): report nothing more."""
+        or was interrupted (e.g. Ctrl-C, the database went away): report nothing more, and wait at most
+        ``_CLOSE_FAILED_S`` (the next run adds the rest). A writer that died is never waited for."""
         self._q.put(None)
         if not self.bound or (not self.wait_for_start and not self._ready.is_set()):
             self._abandon()  # nothing to write, or not waited for
             return
-        try:
-            self.written, self.errors = self._done.get(timeout=timeout_s)
-        except queue.Empty:
-            log.warning(
-                "the Optuna study writer did not finish in %.0f s; the next run adds the rest", timeout_s
-            )
-            self._abandon()
-            return
-        self._proc.join(timeout=10)
+        deadline = time.monotonic() + (min(timeout_s, _CLOSE_FAILED_S) if quiet else timeout_s)
+        while True:
+            try:
+                self.written, self.errors = self._done.get(timeout=0.2)
+                break
+            except queue.Empty:
+                if not self._proc.is_alive() and self._done.empty():
+                    log.debug("the Optuna study writer exited with %s", self._proc.exitcode)
+                    break
+                if time.monotonic() > deadline:
+                    if not quiet:
+                        log.warning(
+                            "the Optuna study writer did not finish in %.0f s; the next run adds the rest",
+                            timeout_s,
+                        )
+                    self._abandon()
+                    return
+        self._proc.join(timeout=2)
         if self._proc.is_alive():
             self._proc.kill()
         for e in [] if quiet else self.errors[:3]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from autotune.store.claims import Owner, owner_id_dead
 from autotune.store.database import Database
 from autotune.store.models import NightlyRunRow, VerificationRow, utcnow
 from autotune.store.rows import from_db_time, utc
@@ -105,16 +106,25 @@ class Verifications:
             rows = s.scalars(stmt.order_by(VerificationRow.id)).all()
             return [_verification(r) for r in rows]
 
-    def start_run(self, run_id: str, job_name: str, hostname: str) -> None:
+    def start_run(
+        self, run_id: str, job_name: str, hostname: str, *, expires_at: datetime | None = None
+    ) -> None:
+        """Record a run as ``running``, first closing the runs of dead owners (``close_killed``). The
+        row's summary holds the owner id (and the run's end, when it has one) until the run finishes."""
+        owner: dict[str, Any] = {"owner": Owner().id}
+        if expires_at is not None:
+            owner["expires_at"] = utc(expires_at).isoformat()
+
         def attempt() -> None:
             with self.db.session(write=True) as s:
+                _close_killed(s)
                 s.add(
                     NightlyRunRow(
                         run_id=run_id,
                         job_name=job_name,
                         hostname=hostname,
                         status="running",
-                        summary={},
+                        summary=owner,
                         started_at=utcnow(),
                     )
                 )
@@ -135,6 +145,26 @@ class Verifications:
             stmt = stmt.where(NightlyRunRow.started_at >= utc(since))
         with self.db.session() as s:
             return [_run(r) for r in s.scalars(stmt.order_by(NightlyRunRow.id)).all()]
+
+
+def _close_killed(s: Any) -> int:
+    """Close as ``killed`` the running runs whose process is gone (kill -9): same host and pid namespace
+    with the pid gone, or past the end the run recorded (other hosts). A run with neither stays open."""
+    me, now, n = Owner(), utcnow(), 0
+    for row in s.scalars(select(NightlyRunRow).where(NightlyRunRow.status == "running")):
+        info = row.summary or {}
+        expires = info.get("expires_at")
+        over = isinstance(expires, str) and _parse_time(expires) is not None and _parse_time(expires) < now
+        if over or owner_id_dead(str(info.get("owner", "")), me):
+            row.status, row.finished_at, n = "killed", now, n + 1
+    return n
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return utc(datetime.fromisoformat(text))
+    except ValueError:
+        return None
 
 
 def _verification(r: VerificationRow) -> Verification:

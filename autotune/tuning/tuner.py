@@ -191,6 +191,8 @@ class Tuner:
             self._preload.join()
             self._preload = None
         store = self.store
+        # a search killed with -9 left its claims running: close them (same host: pid gone; others: lease)
+        store.claims.close_stale()
         attrs = {"kernel": self.info.meta.name, "shape": dict(shape), "device": self.info.env.get("gpu_name")}
         search = ShapeSearch(
             shape,

@@ -178,19 +178,33 @@ def _add_requested(shapes: _Shapes, job: Job, requests: Any) -> None:
         if r.count < job.requested.min_count:
             continue
         key = _clip(str(r.shape_key))
-        if not isinstance(r.dims, dict) or set(r.dims) != set(params):
-            shapes.skipped.append(f"{key} (not the kernel's shape parameters {','.join(params)})")
+        why = request_problem(r.dims, params)
+        if why is not None:
+            shapes.skipped.append(f"{key} ({why})")
             continue
-        try:
-            shape = check_shape({p: r.dims[p] for p in params}, params)
-        except ShapeError as e:  # e.g. N=2**70: "bad shape M=..,N=..: N=... is too large (max 2**62)"
-            shapes.skipped.append(f"{key} ({str(e).split(': ', 1)[-1]})")
-            continue
+        shape = check_shape({p: r.dims[p] for p in params}, params)
         if taken >= job.requested.max_shapes:
             shapes.skipped.append(f"{key} (more than requested.max_shapes)")
             continue
         shapes.add(shape, "requested", r.count)
         taken += 1
+
+
+def request_problem(dims: Any, params: tuple[str, ...] | list[str]) -> str | None:
+    """Why a recorded request is no shape of a kernel with shape parameters ``params`` (None: it is one):
+    the nightly planner skips it with this reason, ``autotune show --requests`` shows it."""
+    if not isinstance(dims, dict) or set(dims) != set(params):
+        return f"not the kernel's shape parameters {','.join(params)}"
+    try:
+        check_shape({p: dims[p] for p in params}, tuple(params))
+    except ShapeError as e:  # e.g. N=2**70: "bad shape M=..,N=..: N=... is too large (max 2**62)"
+        return str(e).split(": ", 1)[-1]
+    return None
+
+
+def clip_key(text: str, limit: int = 120) -> str:
+    """A shape key for a message: one line, bounded (a recorded key is anyone's text)."""
+    return _clip(text, limit)
 
 
 def _clip(text: str, limit: int = 120) -> str:

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import AutotuneError, DatabaseUnreachableError
@@ -184,7 +184,11 @@ def run_job(
     result = RunResult(new_run_id(job), job.name, dry_run)
     result.started_at = started_at
     if store is not None:
-        store.verifications.start_run(result.run_id, job.name, socket.gethostname())
+        # past its end (+ grace: a shape in flight finishes) a run still `running` was killed: the next closes it
+        expires = (
+            None if math.isinf(end) else datetime.now(timezone.utc) + timedelta(seconds=end - started + 3600)
+        )
+        store.verifications.start_run(result.run_id, job.name, socket.gethostname(), expires_at=expires)
     status = "failed"
     try:
         for kjob in job.kernels:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autotune.errors import SettingsError
+from autotune.files import write_text
 
 if TYPE_CHECKING:
     from autotune.store import Store
@@ -24,7 +25,10 @@ def parse_since(text: str) -> datetime:
     m = re.fullmatch(r"\s*(\d+)\s*([dhm])\s*", text)
     if m:
         unit = {"d": "days", "h": "hours", "m": "minutes"}[m.group(2)]
-        return datetime.now(timezone.utc) - timedelta(**{unit: int(m.group(1))})
+        try:
+            return datetime.now(timezone.utc) - timedelta(**{unit: int(m.group(1))})
+        except OverflowError:  # older than year 1
+            raise SettingsError(f"--since {text!r}: an age that reaches before year 1") from None
     try:
         d = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -66,10 +70,7 @@ def write_report(
     paths = []
     for name, text in files.items():
         path = out / name
-        tmp = path.with_name(name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-        paths.append(path)
+        paths.append(write_text(path, text))
     return paths
 
 

@@ -1,0 +1,37 @@
+"""Child processes the parent decides for: shielded from the terminal's Ctrl-C.
+
+A terminal's Ctrl-C sends SIGINT to the whole process group. A child that died of it mid-write (the Optuna
+study writer, a timing worker) left the parent waiting on a process that was gone; a shielded child keeps
+running, the parent alone gets the KeyboardInterrupt and ends its children itself (daemon children are
+terminated at exit), so an interrupt is one decision in one place. SIGTERM and SIGKILL still end a child."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["shielded", "start_shielded"]
+
+
+def shielded(target: Callable[..., Any], *args: Any) -> Any:
+    """A process target: ``target(*args)`` with SIGINT ignored (pass ``target=shielded, args=(fn, ...)``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return target(*args)
+
+
+def start_shielded(proc: Any) -> None:
+    """``proc.start()`` (its target wrapped in :func:`shielded`) with SIGINT ignored while it starts, so
+    the child ignores it from its first instruction: an ignored disposition survives exec, and Python
+    installs its KeyboardInterrupt handler only where SIGINT is not ignored. Outside the main thread
+    (workers are restarted from pipeline threads) dispositions cannot change: ``shielded`` covers the
+    child from its target on."""
+    if threading.current_thread() is not threading.main_thread():
+        proc.start()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
