@@ -171,12 +171,7 @@ def search(
         )
         check_strategy(settings.strategy)
         shapes = parse_shapes(shape)
-        if configs is not None and not configs.is_file():
-            raise SettingsError(f"--configs {configs}: no such file")
-        if not file.is_file():
-            raise SettingsError(f"{file}: no such kernel file")
-        if json_out is not None:
-            check_writable(json_out, "--json")  # before the search, not after it
+        _check_paths(file, configs, json_out)
         with timeline.phase("check the database (read-only)"):
             store, new_db = _open_db(db)
         from autotune.tuning.progress import SearchProgress, choose_mode
@@ -188,6 +183,16 @@ def search(
             write_text(
                 json_out, json.dumps([report_dict(r) for r in reports], indent=2, default=str), "--json"
             )
+
+
+def _check_paths(file: Path, configs: Path | None, json_out: Path | None) -> None:
+    """The command's files, before any work: one line each for a missing input or an unwritable output."""
+    if configs is not None and not configs.is_file():
+        raise SettingsError(f"--configs {configs}: no such file")
+    if not file.is_file():
+        raise SettingsError(f"{file}: no such kernel file")
+    if json_out is not None:
+        check_writable(json_out, "--json")  # before the search, not after it
 
 
 def _open_db(db: str | None) -> tuple[Store, bool]:
