@@ -34,7 +34,7 @@ def nightly_job(tmp_path: Path) -> Path:
     job = tmp_path / "job.yaml"
     job.write_text(
         f"name: out\ndevices: cpu\ndatabase: {tmp_path / 'n.db'}\nkernels:\n  - file: {MATMUL}\n"
-        "    shapes: ['M=64,N=64,K=64']\nstrategy: random\nevaluations: 2\nseed: 0\n"
+        "    shapes: ['M=64,N=64,K=64']\nstrategy: random\ntrials: 2\nseed: 0\n"
     )
     return job
 
@@ -166,13 +166,13 @@ def test_replay_of_a_landscape_with_bad_times_is_one_line(tmp_path, configs, why
     """Before: 0 and "fast" were internal errors (exit 3), the rest regret tables of nan or -100 %."""
     land = _landscape(tmp_path, configs)
     line = one_error_line(
-        autotune("replay", land, "--strategy", "random", "--evaluations", "2", "--seeds", "1")
+        autotune("replay", land, "--strategy", "random", "--trials", "2", "--seeds", "1")
     )
     assert str(land) in line and why in line, line
 
 
 def test_replay_of_a_good_landscape_still_runs(tmp_path):
     land = _landscape(tmp_path, [_ok(1, 3e-5), _ok(2, 2e-5), {"config": {"B": 3}, "status": "timeout"}])
-    proc = autotune("replay", land, "--strategy", "random", "--evaluations", "2", "--seeds", "1")
+    proc = autotune("replay", land, "--strategy", "random", "--trials", "2", "--seeds", "1")
     assert proc.returncode == 0, proc.stderr
     assert "nan" not in proc.stdout and "-100" not in proc.stdout

@@ -133,7 +133,7 @@ def test_a_killed_nightly_run_is_closed_as_killed_by_the_next(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(
         f"name: killed\ndevices: cpu\nkernels:\n  - file: {TINY}\n    shapes: ['N=32']\n"
-        "strategy: random\nevaluations: 20\nseed: 0\nnum_tests: 2\n"
+        "strategy: random\ntrials: 20\nseed: 0\nnum_tests: 2\n"
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "autotune", "nightly", str(job)],
@@ -186,7 +186,7 @@ def test_a_refusing_command_writes_nothing(tmp_path, command):
     job = tmp_path / "job.yaml"
     job.write_text(
         f"name: refused\ndevices: cpu\nkernels:\n  - file: {MATMUL}\n    shapes: ['M=64,N=64,K=64']\n"
-        "strategy: random\nevaluations: 2\nseed: 0\n"
+        "strategy: random\ntrials: 2\nseed: 0\n"
     )
     args = [a.format(job=job, db=db, out=tmp_path / "x.json", out_dir=tmp_path / "r") for a in command]
     proc = subprocess.run(
