@@ -31,7 +31,10 @@ app = typer.Typer()
 
 FileArgument = Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL (see README)")]
 TrialsOption = Annotated[
-    int | None, typer.Option(help="New evaluations per shape [env: AUTOTUNE_TRIALS; default 40]")
+    int | None,
+    typer.Option(
+        help="New evaluations per shape, exactly [env: AUTOTUNE_TRIALS; default: the stopping rule decides]"
+    ),
 ]
 TimeoutOption = Annotated[float | None, typer.Option(help="Wall-clock seconds per shape (0 = none)")]
 StrategyOption = Annotated[
@@ -198,7 +201,7 @@ def _discard_new_sqlite(created: Future[None], store: Store) -> None:
                 pass
 
 
-def _progress(trials: int) -> tuple[Progress, Callable[[TrialEvent], None], Callable[[Shape], TaskID]]:
+def _progress(trials: int | None) -> tuple[Progress, Callable[[TrialEvent], None], Callable[[Shape], TaskID]]:
     """A progress bar per shape on stderr: (the bars, the tuner's event hook that moves them, the function
     that adds a shape's bar as its search starts)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -218,7 +221,8 @@ def _progress(trials: int) -> tuple[Progress, Callable[[TrialEvent], None], Call
 
     def on_event(ev: TrialEvent) -> None:
         best = f"best {fmt_time(ev.best.time_s)}" if ev.best else ""
-        progress.update(tasks[format_shape(ev.shape)], completed=ev.evaluations, total=ev.budget, best=best)
+        total = ev.budget if trials is not None else None  # the stopping rule: no count is known ahead
+        progress.update(tasks[format_shape(ev.shape)], completed=ev.evaluations, total=total, best=best)
 
     def add_bar(shape: Shape) -> TaskID:
         key = format_shape(shape)
@@ -278,6 +282,26 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+#: what each stop reason means, for the output (``search.stopping``'s reasons)
+_STOP_NOTES = {
+    "converged": "converged",
+    "ceiling": "the stopping rule's most evaluations (AUTOTUNE_STOP_MAX)",
+    "wall": "the stopping rule's wall-time ceiling (AUTOTUNE_STOP_WALL)",
+    "trials": "--trials spent",
+    "timeout": "--timeout",
+    "exhausted": "nothing left to evaluate",
+}
+
+
+def stop_note(r: ShapeReport) -> str:
+    """One line saying why a shape's search stopped after how many evaluations."""
+    note = f"stopped after {r.evaluations} evaluations: {_STOP_NOTES.get(r.stop_reason, r.stop_reason)}"
+    if r.stop_noise is not None:
+        bound = f"{r.stop_bound * 100:.2f} %" if r.stop_bound is not None else "not computed"
+        note += f" (bound on the improvement left {bound}, noise {r.stop_noise * 100:.2f} %)"
+    return note
+
+
 def print_reports(reports: list[ShapeReport], kernel: str) -> None:
     table = Table(title=f"{kernel}: best config per shape")
     for col in ("shape", "best config", "time", "TFLOP/s", "vs default", "evals", "failures (this run)"):
@@ -299,7 +323,9 @@ def print_reports(reports: list[ShapeReport], kernel: str) -> None:
 
 
 def _print_notes(r: ShapeReport) -> None:
-    """What the strategy read from other keys, and the re-timed finalists, of one shape."""
+    """Why the search stopped, what the strategy read from other keys, and the re-timed finalists, of one
+    shape."""
+    out.print(f"{r.shape_key}: {stop_note(r)}", highlight=False)
     if r.history_points:
         from autotune.search.auto import MIN_HISTORY
 

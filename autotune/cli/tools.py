@@ -251,9 +251,12 @@ def landscape_export(
 def replay(
     landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
     strategy: Annotated[str, typer.Option(help="Strategies, comma-separated")] = "auto,tpe",
-    evaluations: Annotated[int, typer.Option(help="Evaluations per search")] = 40,
+    evaluations: Annotated[
+        int | None, typer.Option(help="Evaluations per search (default: the stopping rule decides)")
+    ] = None,
     budgets: Annotated[
-        str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,EVALUATIONS)")
+        str | None,
+        typer.Option(help="Budgets to report, comma-separated (default 10,20,EVALUATIONS or 10,20,40,80)"),
     ] = None,
     seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
     transfer: Annotated[
@@ -274,7 +277,7 @@ def replay(
     from autotune.tuning.landscape import load_landscape
 
     names = _strategies(strategy)
-    if evaluations < 1 or seeds < 1 or depth < 1:
+    if (evaluations is not None and evaluations < 1) or seeds < 1 or depth < 1:
         raise SettingsError("--evaluations, --seeds and --depth must be at least 1")
     report_at = _budgets(budgets, evaluations)
     targets = [load_landscape(p) for p in landscapes]
@@ -308,10 +311,12 @@ def _strategies(text: str) -> list[str]:
     return names
 
 
-def _budgets(text: str | None, evaluations: int) -> list[int]:
-    """The budgets to report regret at: ``--budgets`` (default 10, 20 and ``evaluations``), within range."""
+def _budgets(text: str | None, evaluations: int | None) -> list[int]:
+    """The budgets to report regret at: ``--budgets`` (default 10, 20 and ``evaluations``; with the stopping
+    rule 10, 20, 40, 80: a run stopped earlier counts its final best), within range."""
+    default = {10, 20, evaluations} if evaluations is not None else {10, 20, 40, 80}
     try:
-        report_at = sorted({int(b) for b in text.split(",")}) if text else sorted({10, 20, evaluations})
+        report_at = sorted({int(b) for b in text.split(",")}) if text else sorted(default)
     except ValueError:
         raise SettingsError(f"--budgets {text!r}: comma-separated integers") from None
-    return [b for b in report_at if 1 <= b <= evaluations]
+    return [b for b in report_at if 1 <= b <= (evaluations or b)]

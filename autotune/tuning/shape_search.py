@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from autotune.engine import Candidate, Outcome, Pipeline, WorkerInfo
 from autotune.engine.leases import LeaseKeeper
 from autotune.errors import SettingsError, SpaceError
-from autotune.search import StrategyContext, StrategyInfo, choose_strategy
+from autotune.search import StrategyContext, StrategyInfo, choose_strategy, stopping
 from autotune.search.base import MAX_STALE, FeatureFn, HistoryPoint, load_history
 from autotune.settings import SearchSettings
 from autotune.shapes import Shape, format_shape
@@ -106,6 +106,11 @@ class ShapeReport:
     #: other keys (other shapes, devices, versions, spaces) and how many keys they came from
     history_points: int = 0
     history_keys: int = 0
+    #: why the search stopped (``search.stopping``: converged, ceiling, wall, trials, timeout, exhausted),
+    #: and the stopping rule's last bound on the improvement still possible and noise (relative)
+    stop_reason: str = ""
+    stop_bound: float | None = None
+    stop_noise: float | None = None
 
     @property
     def within_noise(self) -> bool:
@@ -206,16 +211,29 @@ class ShapeSearch:
         self.key = self._ensure_key()
         self.report = ShapeReport(self.shape, self.shape_key, self.key.study_name, None, None, 0, 0, 0)
         self.report.devices = tuple(i.device for i in engine.infos)
-        self.report.budget = self.s.trials
         self.default = self._default_config()
         listed = _load_configs(self.s.configs_file, self.space, self.facts) if self.s.configs_file else None
         self.valid = listed if listed is not None else self._valid_configs()
         self.report.valid_configs = len(self.valid) if self.valid is not None else None
+        self._stop_rule(listed)
         self.strategy_info = self._choose(listed is not None)
         self.strategy = self._make_strategy(history or partial(load_history, store.history), listed)
         self._reset(listed is None)
 
     # -- set-up
+
+    def _stop_rule(self, listed: list[dict[str, Any]] | None) -> None:
+        """Without --trials the stopping rule decides, up to its ceilings; --configs lists exactly what to
+        evaluate. ``budget``: the most new evaluations; ``nominal``: what the strategy plans with."""
+        rule = self.s.stop if self.s.trials is None and listed is None else None
+        self.stopper = (
+            stopping.StoppingRule(rule, self.space, self.facts, self.valid, self.s.seed) if rule else None
+        )
+        self.budget = self.s.trials or (len(listed) if listed is not None else self.s.stop_max)
+        self.nominal = min(self.budget, self.s.nominal_trials)
+        if rule is not None and rule.wall_s > 0:
+            self.deadline = min(self.deadline, self.started + rule.wall_s)
+        self.report.budget = self.budget
 
     def _ensure_key(self) -> KeyInfo:
         meta = self.meta
@@ -252,7 +270,7 @@ class ShapeSearch:
 
     def _choose(self, listed: bool) -> StrategyInfo:
         n = len(self.valid) if self.valid is not None else None
-        info = choose_strategy(self.s.strategy, valid=n, budget=self.s.trials, listed=listed)
+        info = choose_strategy(self.s.strategy, valid=n, budget=self.nominal, listed=listed)
         if info.needs_valid_list and self.valid is None:
             size = self.space.size_unconstrained(self.facts)
             raise SettingsError(
@@ -280,7 +298,7 @@ class ShapeSearch:
             default=self.default,
             history=history,
             features=self.engine.features,
-            budget=self.s.trials,
+            budget=self.nominal,
         )
         return self.strategy_info.factory(ctx)
 
@@ -330,6 +348,7 @@ class ShapeSearch:
             with LeaseKeeper(self.store.claims, self.owner, self.s.lease_s):
                 self.seed_from_store(writer)
                 self.loop(writer)
+                self.report.stop_reason = self._stop_reason()  # before re-timing moves the clock on
                 self.retime()
         except BaseException:
             failed = True
@@ -369,6 +388,8 @@ class ShapeSearch:
         if first_time:
             self.strategy.tell(res.config, res)
             self._note_best(res)
+            if self.stopper is not None and res.status is not TrialStatus.INVALID:
+                self.stopper.observe(res)
 
     def refresh(self) -> None:
         """What other processes stored meanwhile (they write their own trials to the Optuna study)."""
@@ -382,14 +403,14 @@ class ShapeSearch:
     # -- proposals
 
     def _budget_left(self) -> int:
-        if time.monotonic() >= self.deadline:
+        if time.monotonic() >= self.deadline or (self.stopper is not None and self.stopper.reason):
             return 0
-        return max(0, self.s.trials - self.report.evaluations)
+        return max(0, self.budget - self.report.evaluations)
 
     def _depth(self) -> int:
         """Candidates in flight: as many as keep every stage of the pipeline busy, or fewer when the
         strategy's info asks for small batches."""
-        return self.strategy_info.in_flight(self.s.trials, self.pipeline.depth)
+        return self.strategy_info.in_flight(self.nominal, self.pipeline.depth)
 
     def _low_water(self) -> int:
         return min(self._depth(), self.pipeline.low_water)
@@ -559,9 +580,13 @@ class ShapeSearch:
             self.finished += 1
             self._note_best(res)
             self._adapt_run_timeout(res)
+            if self.stopper is not None:
+                self.stopper.observe(res)
             if self.on_event is not None:
                 event = TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)
                 self.on_event(event)
+        if self.stopper is not None:
+            self.stopper.check()
 
     def _adapt_run_timeout(self, res: TrialResult) -> None:
         """The default config's time bounds the others' (a hanging candidate need not cost the full bound)."""
@@ -591,9 +616,22 @@ class ShapeSearch:
             record=partial(self.store.trials.record_many, self.key.id),
         )
 
+    def _stop_reason(self) -> str:
+        if self.stopper is not None and self.stopper.reason:
+            return self.stopper.reason
+        if self.cut or time.monotonic() >= self.deadline:
+            timeout = self.s.timeout_s > 0 and time.monotonic() >= self.started + self.s.timeout_s
+            return stopping.TIMEOUT if timeout or self.stopper is None else stopping.WALL
+        if self.report.evaluations >= self.budget:
+            return stopping.TRIALS if self.stopper is None else stopping.CEILING
+        return stopping.EXHAUSTED
+
     def finish(self) -> ShapeReport:
         r = self.report
         r.wall_s = time.monotonic() - self.started
+        r.stop_reason = r.stop_reason or self._stop_reason()
+        if self.stopper is not None:
+            r.stop_bound, r.stop_noise = self.stopper.bound, self.stopper.noise
         trials = self.store.trials
         best = trials.refresh_best(self.key.id)
         found = trials.find(self.key.id, config_hash(best.config)) if best is not None else None
