@@ -170,3 +170,22 @@ def test_replay_uses_the_same_rule():
     assert run.evaluations == len(run.best_after) <= SearchSettings().stop_max
     fixed = replay_one(land, "auto", 9, 1, depth=4)
     assert fixed.stop_reason == stopping.TRIALS and fixed.evaluations == 9
+
+
+def test_nightly_uses_the_same_rule(sqlite_url, tmp_path, monkeypatch):
+    """``evaluations: auto`` (the job file's default): each shape's search stops by the rule, the run's
+    summary says why; a second run resumes the keys under the rule, which counts what they measured."""
+    from tests.test_nightly_sim import NoisyKernel, job, run
+
+    monkeypatch.setenv("AUTOTUNE_STOP_MIN", "8")
+    monkeypatch.setenv("AUTOTUNE_STOP_PATIENCE", "4")
+    kernel = NoisyKernel()
+    first = run(job(sqlite_url, tmp_path, evaluations="auto", verify=None), kernel)
+    assert [s["planned"] for s in first.shapes] == [None] * 3
+    reasons = {s["stop_reason"] for s in first.shapes}
+    assert reasons <= {stopping.CONVERGED, stopping.EXHAUSTED} and all(
+        8 <= s["evaluations"] <= 24 for s in first.shapes
+    )
+    second = run(job(sqlite_url, tmp_path, evaluations="auto", verify=None), kernel)
+    assert {s["action"] for s in second.shapes} <= {"resume", "done"}
+    assert sum(s["evaluations"] for s in second.shapes) < sum(s["evaluations"] for s in first.shapes)

@@ -347,6 +347,8 @@ class ShapeSearch:
         try:
             with LeaseKeeper(self.store.claims, self.owner, self.s.lease_s):
                 self.seed_from_store(writer)
+                if self.stopper is not None:
+                    self.stopper.check()  # a rerun whose stored results suffice measures nothing
                 self.loop(writer)
                 self.report.stop_reason = self._stop_reason()  # before re-timing moves the clock on
                 self.retime()

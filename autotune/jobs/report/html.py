@@ -8,7 +8,7 @@ import html
 import json
 from typing import Any
 
-from autotune.jobs.report.markdown import skipped_requests
+from autotune.jobs.report.markdown import evaluated, skipped_requests
 from autotune.trial import fmt_time
 
 _STYLE = """
@@ -195,7 +195,7 @@ def _run_section(run: dict[str, Any]) -> list[str]:
             e["shape"],
             e["action"],
             e.get("skipped") or e["reason"],
-            str(e.get("evaluations", 0)),
+            evaluated(e),
             fmt_time(e.get("best_s")),
             f"{e['speedup']:.2f}x" if e.get("speedup") else "-",
         ]
