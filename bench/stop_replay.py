@@ -1,7 +1,7 @@
 """Replay the stopping rule (``autotune search`` without --trials) on landscapes, one JSON line per run as it
 finishes (a long measurement leaves its partial result): regret where the search stopped, evaluations, why.
 
-    python bench/stop_replay.py LANDSCAPE... [--seeds 1] [--no-transfer] --out bench/results/stop/x.jsonl
+    python bench/stop_replay.py LANDSCAPE... [--seeds 1] [--no-transfer] [--preload MORE...] --out F.jsonl
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--strategy", default="auto")
     ap.add_argument("--no-transfer", action="store_true")
+    ap.add_argument("--preload", nargs="*", default=[], help="more landscapes in the store (history only)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     logging.getLogger("autotune").setLevel(logging.ERROR)
@@ -48,7 +49,16 @@ def main() -> None:
             f.write(json.dumps(row) + "\n")
         print(json.dumps(row), flush=True)
 
-    replay(targets, [args.strategy], None, range(args.seeds), transfer=not args.no_transfer, progress=write)
+    preload = [load_landscape(p) for p in args.preload]
+    replay(
+        targets,
+        [args.strategy],
+        None,
+        range(args.seeds),
+        transfer=not args.no_transfer,
+        preload=preload,
+        progress=write,
+    )
 
 
 if __name__ == "__main__":
