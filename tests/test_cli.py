@@ -82,6 +82,10 @@ def test_search_json_has_every_report_field_as_before():
         "finalists": [f.__dict__ for f in r.finalists],
         "finalists_within_noise": r.within_noise,
         "history": {"measurements": r.history_points, "keys": r.history_keys},
+        # why the search stopped (the stopping rule, --trials, --timeout): added with the stopping rule
+        "stop_reason": r.stop_reason,
+        "stop_bound": r.stop_bound,
+        "stop_noise": r.stop_noise,
     }
     got = json.loads(json.dumps(report_dict(r), default=str))
     assert got == json.loads(json.dumps(expected, default=str))
