@@ -19,13 +19,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from autotune.devices import parse_devices
 from autotune.errors import SettingsError
-
-if TYPE_CHECKING:
-    from autotune.search.stopping import StopSettings
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -275,15 +272,6 @@ class SearchSettings:
         if self.seed is not None and not 0 <= self.seed < 2**32:  # Optuna's and numpy's seed range
             raise SettingsError(f"--seed must be between 0 and 2**32 - 1 (got {self.seed})")
         parse_devices(self.devices)  # syntax only: "all" is resolved by the first worker
-
-    @property
-    def stop(self) -> StopSettings:
-        """The stopping rule's parameters."""
-        from autotune.search.stopping import StopSettings
-
-        return StopSettings(
-            self.stop_min, self.stop_max, self.stop_wall_s, self.stop_patience, self.stop_noise
-        )
 
     @property
     def nominal_trials(self) -> int:

@@ -62,6 +62,12 @@ class StopSettings:
     patience: int = 20
     noise: float = 0.01
 
+    @classmethod
+    def of(cls, settings: Any) -> StopSettings:
+        """From a ``SearchSettings`` (its ``stop_*`` fields: settings never import the search package)."""
+        s = settings
+        return cls(s.stop_min, s.stop_max, s.stop_wall_s, s.stop_patience, s.stop_noise)
+
 
 class StoppingRule:
     """Told every result of a shape (stored ones first), asked after each whether to stop.

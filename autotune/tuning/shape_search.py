@@ -225,7 +225,7 @@ class ShapeSearch:
     def _stop_rule(self, listed: list[dict[str, Any]] | None) -> None:
         """Without --trials the stopping rule decides, up to its ceilings; --configs lists exactly what to
         evaluate. ``budget``: the most new evaluations; ``nominal``: what the strategy plans with."""
-        rule = self.s.stop if self.s.trials is None and listed is None else None
+        rule = stopping.StopSettings.of(self.s) if self.s.trials is None and listed is None else None
         self.stopper = (
             stopping.StoppingRule(rule, self.space, self.facts, self.valid, self.s.seed) if rule else None
         )
