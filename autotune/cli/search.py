@@ -285,6 +285,7 @@ def _jsonable(value: Any) -> Any:
 #: what each stop reason means, for the output (``search.stopping``'s reasons)
 _STOP_NOTES = {
     "converged": "converged",
+    "stalled": "no improvement beyond the noise in 4 x AUTOTUNE_STOP_PATIENCE evaluations",
     "ceiling": "the stopping rule's most evaluations (AUTOTUNE_STOP_MAX)",
     "wall": "the stopping rule's wall-time ceiling (AUTOTUNE_STOP_WALL)",
     "trials": "--trials spent",

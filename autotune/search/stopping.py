@@ -40,11 +40,16 @@ BETA = 2.0
 POOL = 2048
 #: the bound is computed at most every this many new results (a GP fit costs up to a second at 300 points)
 CHECK_EVERY = 4
+#: without a bound below the noise, the search still stops when this many times ``patience`` evaluations
+#: brought nothing beyond the noise: replayed with a history, ``auto`` measured where its prior pointed, the
+#: shape-only GP stayed unsure of the rest and the bound never fell (300 evaluations, the best found at 40)
+STALL_FACTOR = 4
 #: the bound needs this many timed results
 MIN_POINTS = 5
 
 # why a search stopped (``ShapeReport.stop_reason``)
 CONVERGED = "converged"  # the bound and the last `patience` evaluations are within the noise
+STALLED = "stalled"  # STALL_FACTOR x `patience` evaluations brought nothing beyond the noise
 CEILING = "ceiling"  # the rule's most evaluations
 WALL = "wall"  # the rule's wall-time ceiling
 TRIALS = "trials"  # the explicit --trials budget is spent
@@ -118,9 +123,9 @@ class StoppingRule:
 
     # -- the verdict
 
-    def stalled(self) -> bool:
-        """The last ``patience`` results improved the best by no more than the noise."""
-        k = self.s.patience
+    def stalled(self, factor: int = 1) -> bool:
+        """The last ``factor`` x ``patience`` results improved the best by no more than the noise."""
+        k = self.s.patience * factor
         if len(self.best_after) <= k or not math.isfinite(self.best_after[-1]):
             return False
         before = self.best_after[-k - 1]
@@ -139,6 +144,9 @@ class StoppingRule:
         self.bound = self._bound()
         if self.bound is not None and self.bound <= self.noise:
             self.reason = CONVERGED
+            return True
+        if self.stalled(STALL_FACTOR):
+            self.reason = STALLED
             return True
         return False
 
