@@ -31,7 +31,12 @@ log = logging.getLogger(__name__)
 ENV_VARS: dict[str, str] = {
     "AUTOTUNE_DB": "database URL or SQLite path (default: $AUTOTUNE_HOME/autotune.db)",
     "AUTOTUNE_HOME": "folder of the default SQLite database",
-    "AUTOTUNE_TRIALS": "new evaluations per shape (default 40)",
+    "AUTOTUNE_TRIALS": "new evaluations per shape, exactly; auto or unset: the stopping rule decides (AUTOTUNE_STOP_MIN, _MAX, _WALL, _PATIENCE, _NOISE)",
+    "AUTOTUNE_STOP_MIN": "stopping rule: evaluations of a shape before it may stop (default 30, or every valid config when fewer)",
+    "AUTOTUNE_STOP_MAX": "stopping rule: most new evaluations per shape (default 300)",
+    "AUTOTUNE_STOP_WALL": "stopping rule: most wall-clock seconds per shape (default 300; 0 = none)",
+    "AUTOTUNE_STOP_PATIENCE": "stopping rule: the last N evaluations must bring nothing beyond the noise (default 20)",
+    "AUTOTUNE_STOP_NOISE": "stopping rule: the least relative noise of a measurement (default 0.01)",
     "AUTOTUNE_TIMEOUT": "wall-clock seconds per shape, 0 = none (default 0)",
     "AUTOTUNE_STRATEGY": "search strategy: auto, tpe, random, exhaustive (grid) (default auto)",
     "AUTOTUNE_RETIME_TOP": "finalists re-timed before a best is declared (default 3; 0 = none)",
@@ -258,8 +263,9 @@ def _default(env: str, getter: Callable[..., Any], default: Any, **kw: Any) -> A
 
 @dataclass
 class SearchSettings:
-    #: new evaluations per shape (configs compiled and timed); reused and invalid ones do not count
-    trials: int = _default("AUTOTUNE_TRIALS", env_int, 40, minimum=1)
+    #: new evaluations per shape (configs compiled and timed), exactly; reused and invalid ones do not
+    #: count. None: the stopping rule decides (``autotune.search.stopping``, the ``stop_*`` settings)
+    trials: int | None = field(default_factory=lambda: trials_env())
     #: wall-clock budget per shape in seconds (0 = none); evaluations in flight still finish
     timeout_s: float = _default("AUTOTUNE_TIMEOUT", env_float, 0.0)
     strategy: str = _default("AUTOTUNE_STRATEGY", env_str, "auto")
@@ -286,6 +292,13 @@ class SearchSettings:
     #: a best whose measurements spread more than this ((max - min) / median over its re-timings, else
     #: (p90 - p10) / median of its launches) is flagged unreliable, never silently crowned
     unreliable_spread: float = _default("AUTOTUNE_UNRELIABLE_SPREAD", env_float, 0.5, positive=True)
+    #: the stopping rule (without ``trials``): evaluations before it may stop, most new evaluations, most
+    #: seconds per shape (0 = none), evaluations that must bring nothing beyond the noise, the noise floor
+    stop_min: int = _default("AUTOTUNE_STOP_MIN", env_int, 30, minimum=1)
+    stop_max: int = _default("AUTOTUNE_STOP_MAX", env_int, 300, minimum=1)
+    stop_wall_s: float = _default("AUTOTUNE_STOP_WALL", env_float, 300.0)
+    stop_patience: int = _default("AUTOTUNE_STOP_PATIENCE", env_int, 20, minimum=1)
+    stop_noise: float = _default("AUTOTUNE_STOP_NOISE", env_float, 0.01)
     #: a JSON file listing the configs to evaluate (exactly those, in order, each checked against the
     #: space), instead of proposals from the strategy's model: e.g. an existing ``triton.Config`` list
     configs_file: str | None = None
@@ -299,8 +312,14 @@ class SearchSettings:
         # the name is checked against the registry where it lives (autotune.search), not here: settings
         # stay importable without the search package
         self.strategy = self.strategy.lower()
-        if self.trials < 1:
+        if self.trials is not None and self.trials < 1:
             raise SettingsError(f"--trials must be at least 1 (got {self.trials})")
+        if self.stop_min > self.stop_max:
+            raise SettingsError(
+                f"AUTOTUNE_STOP_MIN ({self.stop_min}) must not exceed AUTOTUNE_STOP_MAX ({self.stop_max})"
+            )
+        check_number("AUTOTUNE_STOP_WALL", self.stop_wall_s)
+        check_number("AUTOTUNE_STOP_NOISE", self.stop_noise)
         if self.num_tests < 1:
             raise SettingsError(f"--num-tests must be at least 1 (got {self.num_tests})")
         check_number("--timeout", self.timeout_s)
@@ -319,6 +338,12 @@ class SearchSettings:
             raise SettingsError(f"--seed must be between 0 and 2**32 - 1 (got {self.seed})")
         parse_devices(self.devices)  # syntax only: "all" is resolved by the first worker
 
+    @property
+    def nominal_trials(self) -> int:
+        """The budget a strategy plans with (its batch size, exhaustive when the space is smaller):
+        ``trials``, or the stopping rule's floor."""
+        return self.trials if self.trials is not None else self.stop_min
+
     @classmethod
     def from_options(cls, **options: Any) -> SearchSettings:
         """Build from CLI options, where ``None`` means "not given" (fall back to env, then default)."""
@@ -327,6 +352,14 @@ class SearchSettings:
         if unknown:
             raise SettingsError(f"unknown settings: {', '.join(sorted(unknown))}")
         return cls(**{k: v for k, v in options.items() if v is not None})
+
+
+def trials_env() -> int | None:
+    """``AUTOTUNE_TRIALS``: a count >= 1, or None (unset or ``auto``: the stopping rule)."""
+    raw = _raw("AUTOTUNE_TRIALS")
+    if raw is not None and raw.lower() == "auto":
+        return None
+    return env_int("AUTOTUNE_TRIALS", None, minimum=1)
 
 
 def check_environment() -> SearchSettings:

@@ -87,6 +87,10 @@ def test_search_json_has_every_report_field_as_before():
         "best_samples": r.best_samples,
         "best_spread": r.best_spread,
         "unreliable": r.unreliable,
+        # why the search stopped (the stopping rule, --trials, --timeout): added with the stopping rule
+        "stop_reason": r.stop_reason,
+        "stop_bound": r.stop_bound,
+        "stop_noise": r.stop_noise,
     }
     got = json.loads(json.dumps(report_dict(r), default=str))
     assert got == json.loads(json.dumps(expected, default=str))

@@ -32,7 +32,11 @@ app = typer.Typer()
 FileArgument = Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL (see README)")]
 TrialsOption = Annotated[
     int | None,
-    typer.Option("--trials", help=opt_help("New evaluations per shape", env="AUTOTUNE_TRIALS", default=40)),
+    typer.Option("--trials", help=opt_help(
+            "New evaluations per shape, exactly",
+            env="AUTOTUNE_TRIALS",
+            default="none: the stopping rule decides",
+        )),
 ]
 TimeoutOption = Annotated[
     float | None,
@@ -317,6 +321,27 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+#: what each stop reason means, for the output (``search.stopping``'s reasons)
+_STOP_NOTES = {
+    "converged": "converged",
+    "stalled": "no improvement beyond the noise in 4 x AUTOTUNE_STOP_PATIENCE evaluations",
+    "ceiling": "the stopping rule's most evaluations (AUTOTUNE_STOP_MAX)",
+    "wall": "the stopping rule's wall-time ceiling (AUTOTUNE_STOP_WALL)",
+    "trials": "--trials spent",
+    "timeout": "--timeout",
+    "exhausted": "nothing left to evaluate",
+}
+
+
+def stop_note(r: ShapeReport) -> str:
+    """One line saying why a shape's search stopped after how many evaluations."""
+    note = f"stopped after {r.evaluations} evaluations: {_STOP_NOTES.get(r.stop_reason, r.stop_reason)}"
+    if r.stop_noise is not None:
+        bound = f"{r.stop_bound * 100:.2f} %" if r.stop_bound is not None else "not computed"
+        note += f" (bound on the improvement left {bound}, noise {r.stop_noise * 100:.2f} %)"
+    return note
+
+
 def print_reports(reports: list[ShapeReport], kernel: str) -> None:
     table = Table(title=f"{kernel}: best config per shape")
     for col in ("shape", "best config", "time", "TFLOP/s", "vs default", "evals", "failures (this run)"):
@@ -357,7 +382,9 @@ def _fmt_finalist(f: Finalist) -> str:
 
 
 def _print_notes(r: ShapeReport) -> None:
-    """What the strategy read from other keys, and the re-timed finalists, of one shape."""
+    """Why the search stopped, what the strategy read from other keys, and the re-timed finalists, of one
+    shape."""
+    out.print(f"{r.shape_key}: {stop_note(r)}", highlight=False)
     if r.history_points:
         from autotune.search.auto import MIN_HISTORY
 

@@ -295,13 +295,17 @@ def replay(
     landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
     strategy: Annotated[str, typer.Option(help="Strategies, comma-separated")] = "auto,tpe",
     trials: Annotated[
-        int, typer.Option("--trials", help="New evaluations per search, as search's --trials")
-    ] = 40,
+        int | None,
+        typer.Option(
+            "--trials", help="New evaluations per search, as search's --trials (default: the stopping rule decides)"
+        ),
+    ] = None,
     evaluations: Annotated[
         int | None, typer.Option("--evaluations", hidden=True, help="Deprecated: --trials")
     ] = None,
     budgets: Annotated[
-        str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,TRIALS)")
+        str | None,
+        typer.Option(help="Budgets to report, comma-separated (default 10,20,TRIALS or 10,20,40,80)"),
     ] = None,
     seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
     transfer: Annotated[
@@ -325,7 +329,7 @@ def replay(
     if evaluations is not None:  # the budget's old name here; one name everywhere now
         err.print("warning: --evaluations is deprecated: use --trials", highlight=False)
         trials = evaluations
-    if trials < 1 or seeds < 1 or depth < 1:
+    if (trials is not None and trials < 1) or seeds < 1 or depth < 1:
         raise SettingsError("--trials, --seeds and --depth must be at least 1")
     report_at = _budgets(budgets, trials)
     targets = [load_landscape(p) for p in landscapes]
@@ -359,10 +363,12 @@ def _strategies(text: str) -> list[str]:
     return names
 
 
-def _budgets(text: str | None, trials: int) -> list[int]:
-    """The budgets to report regret at: ``--budgets`` (default 10, 20 and ``trials``), within range."""
+def _budgets(text: str | None, trials: int | None) -> list[int]:
+    """The budgets to report regret at: ``--budgets`` (default 10, 20 and ``trials``; with the stopping
+    rule 10, 20, 40, 80: a run stopped earlier counts its final best), within range."""
+    default = {10, 20, trials} if trials is not None else {10, 20, 40, 80}
     try:
-        report_at = sorted({int(b) for b in text.split(",")}) if text else sorted({10, 20, trials})
+        report_at = sorted({int(b) for b in text.split(",")}) if text else sorted(default)
     except ValueError:
         raise SettingsError(f"--budgets {text!r}: comma-separated integers") from None
-    return [b for b in report_at if 1 <= b <= trials]
+    return [b for b in report_at if 1 <= b <= (trials or b)]

@@ -34,13 +34,14 @@ def choose_mode(console: Console, *, quiet: bool = False, verbose: bool = False,
     return "bar" if bar and console.is_terminal else "lines"
 
 
-def trial_line(ev: TrialEvent, *, verbose: bool = False) -> str:
-    """One finished trial: shape, count, status, time, config, best so far (and why it failed)."""
+def trial_line(ev: TrialEvent, *, verbose: bool = False, exact: bool = True) -> str:
+    """One finished trial: shape, count, status, time, config, best so far (and why it failed). ``exact``:
+    the budget is a count (``--trials``); under the stopping rule it is only a ceiling, so no "/N"."""
     res = ev.result
     time_text = fmt_time(res.time_s) if res.timed else "-"
     best = fmt_time(ev.best.time_s) if ev.best is not None else "-"
     line = (
-        f"[{format_shape(ev.shape)}] trial {ev.evaluations}/{ev.budget} {res.status.value} {time_text} "
+        f"[{format_shape(ev.shape)}] trial {ev.evaluations}{f"/{ev.budget}" if exact else ""} {res.status.value} {time_text} "
         f"{fmt_config(res.config)}; best so far {best}"
     )
     if res.error and not res.timed:
@@ -76,6 +77,8 @@ class SearchProgress:
         self.verbose = verbose
         self._bar: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
+        #: the budget is a count (``--trials``), not the stopping rule's ceiling
+        self._exact = True
 
     def __enter__(self) -> SearchProgress:
         if self.mode == "bar":
@@ -102,18 +105,21 @@ class SearchProgress:
         if self.mode != "quiet":
             self.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
-    def start_shape(self, shape: Shape, budget: int) -> None:
+    def start_shape(self, shape: Shape, budget: int | None) -> None:
+        """``budget``: ``--trials`` (None: the stopping rule decides, so the bar has no total)."""
+        self._exact = budget is not None
         if self._bar is not None:
             key = format_shape(shape)
             self._tasks[key] = self._bar.add_task(key, total=budget, best="")
 
     def on_event(self, ev: TrialEvent) -> None:
         if self.mode == "lines" or (self.mode == "bar" and self.verbose):
-            self.say(trial_line(ev, verbose=self.verbose))
+            self.say(trial_line(ev, verbose=self.verbose, exact=self._exact))
         task = self._tasks.get(format_shape(ev.shape))
         if self._bar is not None and task is not None:
             best = f"best so far {fmt_time(ev.best.time_s)}" if ev.best else ""
-            self._bar.update(task, completed=ev.evaluations, total=ev.budget, best=best)
+            total = ev.budget if self._exact else None
+            self._bar.update(task, completed=ev.evaluations, total=total, best=best)
 
     def finish_shape(self, report: ShapeReport) -> None:
         """The shape's end: the bar shows the declared best (the re-timed median the table prints, not the

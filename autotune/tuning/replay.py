@@ -19,6 +19,7 @@ import math
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,19 @@ class Run:
     repeats: int = 0
     #: the hashes of the configs evaluated, in order: what tells two runs apart
     configs: list[str] = field(default_factory=list)
+    #: why the search stopped (``search.stopping``) and the stopping rule's last bound and noise
+    stop_reason: str = ""
+    stop_bound: float | None = None
+    stop_noise: float | None = None
+
+    @property
+    def evaluations(self) -> int:
+        return len(self.best_after)
+
+    @property
+    def final_regret(self) -> float:
+        """The regret where the search stopped (its budget, or where the stopping rule stopped it)."""
+        return self.regret(len(self.best_after)) if self.best_after else math.inf
 
     def regret(self, n: int) -> float:
         if not self.best_after:
@@ -130,7 +144,7 @@ class _RunStore:
 def replay_one(
     target: Landscape,
     strategy: str,
-    evaluations: int,
+    evaluations: int | None,
     seed: int,
     history: Sequence[HistoryPoint] = (),
     features: FeatureFn | None = None,
@@ -168,6 +182,7 @@ def replay_one(
     )
     report = search.run()
     run.proposals, run.invalid, run.repeats = search.proposals, report.invalid, search.repeats
+    run.stop_reason, run.stop_bound, run.stop_noise = report.stop_reason, report.stop_bound, report.stop_noise
     run.wall_s = time.perf_counter() - t0
     return run
 
@@ -179,9 +194,11 @@ def strategy_seed(seed: int, strategy: str) -> int:
     return int.from_bytes(digest[:4], "big")  # within Optuna's and numpy's 0 .. 2**32 - 1
 
 
-def _settings(strategy: str, evaluations: int, seed: int) -> SearchSettings:
-    """A search's settings for a replay: the budget and the strategy's seed; no deadline and no re-timing
-    (a landscape answers one time per config), whatever the environment says."""
+def _settings(strategy: str, evaluations: int | None, seed: int) -> SearchSettings:
+    """A search's settings for a replay: the budget (None: the stopping rule, as a search without
+    --trials) and the strategy's seed; no deadline and no re-timing (a landscape answers one time per
+    config), whatever the environment says. The stopping rule's wall-time ceiling is off: a replay's time
+    is not a search's."""
     return SearchSettings(
         trials=evaluations,
         strategy=strategy,
@@ -190,6 +207,7 @@ def _settings(strategy: str, evaluations: int, seed: int) -> SearchSettings:
         timeout_s=0.0,
         compile_workers=0,
         retime_top=0,
+        stop_wall_s=0.0,
     )
 
 
@@ -209,7 +227,7 @@ def _history(target: Landscape, others: Sequence[Landscape], url: str) -> list[H
 def replay(
     targets: Sequence[Landscape],
     strategies: Sequence[str],
-    evaluations: int,
+    evaluations: int | None,
     seeds: Sequence[int],
     *,
     transfer: bool = True,
@@ -304,5 +322,22 @@ def format_table(runs: Sequence[Run], budgets: Sequence[int]) -> list[str]:
             f"{strategy}: mean regret over all shapes and seeds at {means}; "
             f"mean regret <= 2 % after {n if n is not None else 'more than the budget of'} evaluations; "
             f"{statistics.fmean(r.wall_s for r in mine):.2f} s per run"
+        )
+    return lines + format_stops(runs)
+
+
+def format_stops(runs: Sequence[Run]) -> list[str]:
+    """Per strategy, where the searches stopped: mean and worst regret there, mean and most evaluations,
+    and why (the stopping rule's reasons, or ``trials`` for a fixed budget)."""
+    lines = []
+    for strategy in dict.fromkeys(r.strategy for r in runs):
+        mine = [r for r in runs if r.strategy == strategy]
+        regrets = [r.final_regret for r in mine]
+        why = Counter(r.stop_reason for r in mine)
+        lines.append(
+            f"{strategy} where stopped: mean regret {statistics.fmean(regrets) * 100:.2f} %, worst "
+            f"{max(regrets) * 100:.2f} %; {statistics.fmean(r.evaluations for r in mine):.1f} evaluations "
+            f"on average (most {max(r.evaluations for r in mine)}); stopped: "
+            + ", ".join(f"{k or '?'} {v}" for k, v in why.most_common())
         )
     return lines

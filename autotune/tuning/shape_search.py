@@ -35,7 +35,7 @@ from autotune.engine import Candidate, Outcome, Pipeline, WorkerInfo
 from autotune.engine.faults import label as fault_label
 from autotune.engine.leases import LeaseKeeper
 from autotune.errors import SettingsError, SpaceError
-from autotune.search import StrategyContext, StrategyInfo, choose_strategy
+from autotune.search import StrategyContext, StrategyInfo, choose_strategy, stopping
 from autotune.search.base import MAX_STALE, FeatureFn, HistoryPoint, load_history
 from autotune.settings import SearchSettings
 from autotune.shapes import Shape, format_shape
@@ -117,6 +117,11 @@ class ShapeReport:
     best_spread: float | None = None
     #: the best's spread is above ``AUTOTUNE_UNRELIABLE_SPREAD``: its time (and speed-up) may be noise
     unreliable: bool = False
+    #: why the search stopped (``search.stopping``: converged, ceiling, wall, trials, timeout, exhausted),
+    #: and the stopping rule's last bound on the improvement still possible and noise (relative)
+    stop_reason: str = ""
+    stop_bound: float | None = None
+    stop_noise: float | None = None
 
     @property
     def within_noise(self) -> bool:
@@ -218,7 +223,6 @@ class ShapeSearch:
             self.key = self._ensure_key()
         self.report = ShapeReport(self.shape, self.shape_key, self.key.study_name, None, None, 0, 0, 0)
         self.report.devices = tuple(i.device for i in engine.infos)
-        self.report.budget = self.s.trials
         self.default = self._default_config()
         with timeline.phase(f"{self.shape_key}: list the valid configs"):
             listed = (
@@ -226,6 +230,7 @@ class ShapeSearch:
             )
             self.valid = listed if listed is not None else self._valid_configs()
         self.report.valid_configs = len(self.valid) if self.valid is not None else None
+        self._stop_rule(listed)
         self.strategy_info = self._choose(listed is not None)
         with timeline.phase(
             f"{self.shape_key}: strategy {self.strategy_info.name} (history, model, imports)"
@@ -234,6 +239,19 @@ class ShapeSearch:
         self._reset(listed is None or (self.default is not None and self.default in listed))
 
     # -- set-up
+
+    def _stop_rule(self, listed: list[dict[str, Any]] | None) -> None:
+        """Without --trials the stopping rule decides, up to its ceilings; --configs lists exactly what to
+        evaluate. ``budget``: the most new evaluations; ``nominal``: what the strategy plans with."""
+        rule = stopping.StopSettings.of(self.s) if self.s.trials is None and listed is None else None
+        self.stopper = (
+            stopping.StoppingRule(rule, self.space, self.facts, self.valid, self.s.seed) if rule else None
+        )
+        self.budget = self.s.trials or (len(listed) if listed is not None else self.s.stop_max)
+        self.nominal = min(self.budget, self.s.nominal_trials)
+        if rule is not None and rule.wall_s > 0:
+            self.deadline = min(self.deadline, self.started + rule.wall_s)
+        self.report.budget = self.budget
 
     def _ensure_key(self) -> KeyInfo:
         meta = self.meta
@@ -270,7 +288,7 @@ class ShapeSearch:
 
     def _choose(self, listed: bool) -> StrategyInfo:
         n = len(self.valid) if self.valid is not None else None
-        info = choose_strategy(self.s.strategy, valid=n, budget=self.s.trials, listed=listed)
+        info = choose_strategy(self.s.strategy, valid=n, budget=self.nominal, listed=listed)
         if info.needs_valid_list and self.valid is None:
             size = self.space.size_unconstrained(self.facts)
             raise SettingsError(
@@ -298,7 +316,7 @@ class ShapeSearch:
             default=self.default,
             history=history,
             features=self.engine.features,
-            budget=self.s.trials,
+            budget=self.nominal,
         )
         return self.strategy_info.factory(ctx)
 
@@ -356,8 +374,11 @@ class ShapeSearch:
                     )
                 with timeline.phase(f"{self.shape_key}: the key's stored trials"):
                     self.seed_from_store(writer)
+                if self.stopper is not None:
+                    self.stopper.check()  # a rerun whose stored results suffice measures nothing
                 with timeline.phase(f"{self.shape_key}: search loop"):
                     self.loop(writer)
+                self.report.stop_reason = self._stop_reason()  # before re-timing moves the clock on
                 with timeline.phase(f"{self.shape_key}: re-time the finalists"):
                     self.retime()
         except BaseException:
@@ -401,6 +422,8 @@ class ShapeSearch:
             self.strategy.tell(res.config, res)
             self._note_best(res)
             self._adapt_run_timeout(res)
+            if self.stopper is not None and res.status is not TrialStatus.INVALID:
+                self.stopper.observe(res)
 
     def refresh(self) -> None:
         """What other processes stored meanwhile (they write their own trials to the Optuna study)."""
@@ -414,9 +437,9 @@ class ShapeSearch:
     # -- proposals
 
     def _budget_left(self) -> int:
-        if time.monotonic() >= self.deadline:
+        if time.monotonic() >= self.deadline or (self.stopper is not None and self.stopper.reason):
             return 0
-        return max(0, self.s.trials - self.report.evaluations)
+        return max(0, self.budget - self.report.evaluations)
 
     def _depth(self) -> int:
         """Candidates in flight, for every strategy and budget: as many as keep every stage of the
@@ -604,9 +627,13 @@ class ShapeSearch:
             self.finished += 1
             self._note_best(res)
             self._adapt_run_timeout(res)
+            if self.stopper is not None:
+                self.stopper.observe(res)
             if self.on_event is not None:
                 event = TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)
                 self.on_event(event)
+        if self.stopper is not None:
+            self.stopper.check()
 
     def _adapt_run_timeout(self, res: TrialResult) -> None:
         """The default config's time bounds the others' (a hanging candidate need not cost the full bound);
@@ -643,9 +670,22 @@ class ShapeSearch:
             record=partial(self.store.trials.record_many, self.key.id),
         )
 
+    def _stop_reason(self) -> str:
+        if self.stopper is not None and self.stopper.reason:
+            return self.stopper.reason
+        if self.cut or time.monotonic() >= self.deadline:
+            timeout = self.s.timeout_s > 0 and time.monotonic() >= self.started + self.s.timeout_s
+            return stopping.TIMEOUT if timeout or self.stopper is None else stopping.WALL
+        if self.report.evaluations >= self.budget:
+            return stopping.TRIALS if self.stopper is None else stopping.CEILING
+        return stopping.EXHAUSTED
+
     def finish(self) -> ShapeReport:
         r = self.report
         r.wall_s = time.monotonic() - self.started
+        r.stop_reason = r.stop_reason or self._stop_reason()
+        if self.stopper is not None:
+            r.stop_bound, r.stop_noise = self.stopper.bound, self.stopper.noise
         trials = self.store.trials
         best = trials.refresh_best(self.key.id)
         found = trials.find(self.key.id, config_hash(best.config)) if best is not None else None

@@ -9,10 +9,11 @@ raised as one ``SettingsError`` (exit 2 at the CLI). The file is read under the 
     kernels:
       - file: ../examples/gemm_fp8.py   # relative to the job file
         shapes: [default, requested, "M=64,N=2112,K=7168", {M: 128, N: 4096, K: 7168}]
-        trials: 16                      # per-kernel override of the job's value
+        trials: 16                      # per-kernel override of the job's value (or auto)
     strategy: tpe                       # any registered strategy (autotune.search.strategy_names())
-    trials: 20                          # new evaluations per shape, as search's --trials (a shape with that
-                                        # many measured is done); its old name `evaluations` still works
+    trials: auto                        # auto (the default): the stopping rule decides, as a search without
+                                        # --trials; N: new evaluations per shape (a shape with N measured is
+                                        # done); its old name `evaluations` still works
     seed: 0                             # 0 .. 2**32 - 1
     num_tests: 30                       # timed calls per measurement
     budget_s: 3600                      # the whole run; 0 = none
@@ -61,8 +62,9 @@ class KernelJob:
     file: Path
     #: "default", "requested" and explicit shapes (dicts), in the file's order
     shapes: tuple[Any, ...] = ("default",)
-    #: the file's ``trials`` (the budget's one name, as ``search --trials``)
-    evaluations: int | None = None
+    #: the file's ``trials`` (the budget's one name, as ``search --trials``): None: the job's value; AUTO:
+    #: the stopping rule
+    evaluations: int | str | None = None
     strategy: str | None = None
 
 
@@ -80,8 +82,8 @@ class Job:
     database: str | None = None
     devices: str | None = None
     strategy: str | None = None
-    #: the file's ``trials``: new evaluations per shape
-    evaluations: int = 20
+    #: the file's ``trials``: new evaluations per shape, or AUTO: the stopping rule (``search.stopping``)
+    evaluations: int | str = "auto"
     seed: int | None = None
     num_tests: int | None = None
     budget_s: float = 0.0
@@ -91,8 +93,10 @@ class Job:
     verify: VerifySpec | None = field(default_factory=VerifySpec)
     report: Path | None = None
 
-    def evaluations_for(self, k: KernelJob) -> int:
-        return k.evaluations if k.evaluations is not None else self.evaluations
+    def evaluations_for(self, k: KernelJob) -> int | None:
+        """The kernel's evaluations per shape; None: the stopping rule decides."""
+        ev = k.evaluations if k.evaluations is not None else self.evaluations
+        return None if ev == AUTO else int(ev)
 
     def strategy_for(self, k: KernelJob) -> str | None:
         return k.strategy or self.strategy
@@ -118,6 +122,20 @@ def _renamed(p: _Problems, prefix: str, given: dict[str, Any]) -> tuple[dict[str
         given[new] = given.pop(old)
         used[new] = old
     return given, used
+
+
+#: ``trials: auto``: the stopping rule, as ``autotune search`` without --trials
+AUTO = "auto"
+
+
+def _evaluations(p: _Problems, where: str, v: Any) -> int | str | None:
+    """``auto`` or an integer >= 1."""
+    if isinstance(v, str) and v.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(v, bool) or not isinstance(v, int):
+        p.add(where, f"expected auto or an integer >= 1, got {v!r:.60}")
+        return None
+    return _int(p, where, v, 1)
 
 
 class _Problems:
@@ -390,7 +408,7 @@ def _kernel(p: _Problems, where: str, k: Any) -> KernelJob | None:
         p.add(f"{where}.file", f"no such kernel file {f} (relative paths start at the job file)")
     shapes = _shapes(p, f"{where}.shapes", k.get("shapes", ["default"]))
     trials = used.get("trials", "trials")
-    ev = _int(p, f"{where}.{trials}", k["trials"], 1) if "trials" in k else None
+    ev = _evaluations(p, f"{where}.{trials}", k["trials"]) if "trials" in k else None
     return KernelJob(file, shapes, ev, _strategy(p, f"{where}.strategy", k.get("strategy")))
 
 
@@ -414,7 +432,7 @@ _JOB_FIELDS = (
     _Field("database", _text, null_is_missing=True),
     _Field("devices", _devices, null_is_missing=True),
     _Field("strategy", _strategy, null_is_missing=True),
-    _Field("trials", partial(_int, minimum=1)),
+    _Field("trials", _evaluations),
     _Field("seed", partial(_int, minimum=0, maximum=MAX_SEED), null_is_missing=True),
     _Field("num_tests", partial(_int, minimum=1), null_is_missing=True),
     _Field("budget_s", partial(_num, lo=0)),

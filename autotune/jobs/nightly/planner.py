@@ -4,8 +4,9 @@
 - ``retune``: a shape tuned under another environment (torch, Triton, driver, CUDA, kernel source or
   space changed, or another GPU of the same family): searched again from the old best configs first;
 - ``resume``: a shape whose key has fewer measured configs than the job's evaluations (an earlier run
-  stopped on its budget, or is still running elsewhere): the rest of the budget;
-- ``done``: the key already measured the job's evaluations;
+  stopped on its budget, or is still running elsewhere): the rest of the budget; with ``evaluations:
+  auto``, any key with measured configs: the stopping rule counts them and stops at once if they suffice;
+- ``done``: the key already measured the job's evaluations (with ``auto``: the rule's ceiling);
 - ``verify``: every current best config of the kernel on this environment is re-measured;
 - skipped: a request that is no shape of the kernel (other dimensions, a dimension out of range), listed
   with the reason (the runner adds those whose inputs cannot be built, e.g. N=10**12 on the CPU).
@@ -22,6 +23,7 @@ from autotune.env import env_hash as compute_env_hash
 from autotune.errors import ShapeError
 from autotune.jobs.nightly.job import Job, KernelJob
 from autotune.records import KeyState
+from autotune.settings import SearchSettings
 from autotune.shapes import check_shape, format_shape
 
 if TYPE_CHECKING:
@@ -36,7 +38,7 @@ class ShapePlan:
     shape_key: str
     action: str
     reason: str
-    evaluations: int  # new evaluations this run may spend on it
+    evaluations: int | None  # new evaluations this run may spend on it; None: the stopping rule decides
     warm_start: list[dict[str, Any]] = field(default_factory=list)
     sources: tuple[str, ...] = ()  # where the shape came from: default, requested, explicit
     stored_best_s: float | None = None  # the current key's best time, when it has one
@@ -226,6 +228,8 @@ class _StoredKeys:
         self.params = tuple(meta.shape_params)
         self.device_name = str(env.get("gpu_name", ""))
         self.budget = job.evaluations_for(kjob)
+        #: measured configs that make a key done (with the stopping rule: its ceiling)
+        self.ceiling = self.budget if self.budget is not None else SearchSettings().stop_max
         ehash, dkey = compute_env_hash(env), dtypes_key(meta.dtypes)
         self.states = store.history.key_states(meta.name)
         self.current = {
@@ -242,12 +246,15 @@ class _StoredKeys:
         """done, resume (the current key has measured configs), else retune or tune."""
         cur, budget, src = self.current.get(key), self.budget, tuple(sources)
         measured = cur.measured if cur else 0
-        if measured >= budget:
+        if measured >= self.ceiling:
             best_s = cur.best_time_s if cur else None
             return ShapePlan(
                 shape, key, DONE, f"{measured} configs measured under this key", 0, [], src, best_s
             )
         if measured > 0:
+            if budget is None:
+                reason = f"{measured} configs measured under this key; the stopping rule decides on more"
+                return ShapePlan(shape, key, RESUME, reason, None, [], src)
             reason = f"{measured} of {budget} evaluations measured under this key"
             return ShapePlan(shape, key, RESUME, reason, budget - measured, [], src)
         why = (

@@ -154,7 +154,7 @@ def describe_plan(plan: KernelPlan) -> list[str]:
     lines = [f"kernel {plan.kernel} ({plan.file}) on {plan.env_summary}; strategy {plan.strategy}"]
     for p in plan.shapes:
         extra = f", {len(p.warm_start)} warm-start config(s)" if p.warm_start else ""
-        n = f" {p.evaluations} evaluations" if p.action != DONE else ""
+        n = "" if p.action == DONE else f" {p.evaluations or 'auto (stopping rule)'} evaluations"
         lines.append(f"  {p.action:7s} {p.shape_key}:{n} ({p.reason}{extra})")
     for v in plan.verify:
         lines.append(f"  verify  {v.shape_key}: stored best {v.stored_s * 1e3:.4g} ms (key {v.key_id})")
@@ -365,6 +365,7 @@ def _search(
         warm = {config_hash(c) for c in p.warm_start}
         entry.update(
             evaluations=r.evaluations,
+            stop_reason=r.stop_reason,
             reused=r.reused,
             busy=r.busy,
             best_s=r.best.time_s if r.best else None,
@@ -377,7 +378,10 @@ def _search(
         )
         best = f"best {r.best.time_s * 1e3:.4g} ms" if r.best and r.best.time_s else "no ok config"
         sp = f", {r.speedup:.2f}x over default" if r.speedup else ""
-        say(f"  {p.action:7s} {p.shape_key}: {r.evaluations} evaluated, {r.reused} reused; {best}{sp}")
+        say(
+            f"  {p.action:7s} {p.shape_key}: {r.evaluations} evaluated ({r.stop_reason}), {r.reused} reused; "
+            f"{best}{sp}"
+        )
     return []
 
 

@@ -10,7 +10,7 @@ import html
 import json
 from typing import Any
 
-from autotune.jobs.report.markdown import skipped_requests
+from autotune.jobs.report.markdown import evaluated, skipped_requests
 from autotune.trial import TrialStatus, fmt_config, fmt_time
 
 #: one colour per trial status, the same in every report: a bar's colour never changes meaning
@@ -252,7 +252,7 @@ def _run_section(run: dict[str, Any]) -> list[str]:
             e["shape"],
             e["action"],
             e.get("skipped") or e["reason"],
-            str(e.get("evaluations", 0)),
+            evaluated(e),
             fmt_time(e.get("best_s")),
             f"{e['speedup']:.2f}x" if e.get("speedup") else "-",
         ]

@@ -75,13 +75,19 @@ def _run_section(run: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {_cell(e['kernel'])} | {_cell(e['shape'])} | {_cell(e['action'])} | "
                 f"{_cell(e.get('skipped') or e['reason'])} | "
-                f"{_cell(e.get('evaluations', 0))} | {fmt_time(e.get('best_s'))} | {_x(e.get('speedup'))} |"
+                f"{_cell(evaluated(e))} | {fmt_time(e.get('best_s'))} | {_x(e.get('speedup'))} |"
             )
     for kernel, skipped in skipped_requests(s):
         lines.append(f"- skipped request of {_cell(kernel)}: {_cell(skipped)}")
     for err in s.get("errors", []):
         lines.append(f"- error: {_cell(err)}")
     return lines
+
+
+def evaluated(e: dict[str, Any]) -> str:
+    """A searched shape's evaluations and why its search stopped (``search.stopping``'s reasons)."""
+    n = str(e.get("evaluations", 0))
+    return f"{n} ({e['stop_reason']})" if e.get("stop_reason") else n
 
 
 def skipped_requests(summary: dict[str, Any]) -> list[tuple[str, str]]:

@@ -1,0 +1,65 @@
+"""Replay the stopping rule (``autotune search`` without --trials) on landscapes, one JSON line per run as it
+finishes (a long measurement leaves its partial result): regret where the search stopped, evaluations, why.
+
+    python bench/stop_replay.py LANDSCAPE... [--seeds 1] [--no-transfer] [--preload MORE...] --out F.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autotune.tuning.landscape import load_landscape  # noqa: E402
+from autotune.tuning.replay import replay  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("landscapes", nargs="+")
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--strategy", default="auto")
+    ap.add_argument("--no-transfer", action="store_true")
+    ap.add_argument("--preload", nargs="*", default=[], help="more landscapes in the store (history only)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    logging.getLogger("autotune").setLevel(logging.ERROR)
+    targets = [load_landscape(p) for p in args.landscapes]
+    out = Path(args.out)
+
+    def write(run) -> None:
+        row = {
+            "shape": run.shape_key,
+            "strategy": run.strategy,
+            "seed": run.seed,
+            "regret": run.final_regret,
+            "evaluations": run.evaluations,
+            "stop_reason": run.stop_reason,
+            "stop_bound": run.stop_bound,
+            "stop_noise": run.stop_noise,
+            "regret_at": {n: run.regret(n) for n in (10, 20, 40, 80)},
+            "wall_s": round(run.wall_s, 1),
+        }
+        with out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+
+    preload = [load_landscape(p) for p in args.preload]
+    replay(
+        targets,
+        [args.strategy],
+        None,
+        range(args.seeds),
+        transfer=not args.no_transfer,
+        preload=preload,
+        progress=write,
+    )
+
+
+if __name__ == "__main__":
+    main()

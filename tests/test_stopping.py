@@ -1,0 +1,194 @@
+"""The stopping rule (``autotune.search.stopping``), the default budget of the one search loop: on the
+simulated evaluator, it stops early on a smooth landscape, never converges on one with an isolated best it
+has not found, honours ``--trials`` and ``--timeout`` exactly, says why in the JSON, and is what replay and
+nightly use too."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import types
+
+import pytest
+
+from autotune.cli.search import report_dict
+from autotune.engine import SerialPipeline, SimulatedBackend, SimulatedKernel
+from autotune.engine.simulated import Landscape
+from autotune.search import stopping
+from autotune.search.stopping import StoppingRule, StopSettings
+from autotune.settings import SearchSettings
+from autotune.space import Space
+from autotune.store import Store
+from autotune.trial import TrialResult, TrialStatus, config_hash
+from autotune.tuning import shape_search
+from autotune.tuning.replay import replay_one
+from autotune.tuning.tuner import Tuner
+
+#: 16 x 7 x 2 = 224 configs
+SPACE = {
+    "name": "stop",
+    "params": {"A": {"range": [1, 16]}, "B": {"pow2": [1, 64]}, "C": ["x", "y"]},
+}
+FACTS = {"cc": 0}
+SHAPE = {"N": 1024}
+
+
+def smooth(c: dict) -> float:
+    """One broad basin: a model learns it from a few points."""
+    return 1e-5 * (
+        1 + (c["A"] - 9) ** 2 / 20 + (math.log2(c["B"]) - 3) ** 2 / 5 + (0.3 if c["C"] == "x" else 0)
+    )
+
+
+def rough(c: dict) -> float:
+    """Unrelated times in [1, 2) (a hash of the config), and one config far faster than all."""
+    if c == {"A": 13, "B": 2, "C": "x"}:
+        return 0.5e-5
+    h = int(hashlib.sha256(config_hash(c).encode()).hexdigest()[:8], 16)
+    return 1e-5 * (1 + h / 2**32)
+
+
+def landscape(fn) -> Landscape:
+    space = Space.from_dict(SPACE)
+    results = {config_hash(c): TrialResult(TrialStatus.OK, c, time_s=fn(c)) for c in space.enumerate(FACTS)}
+    return Landscape("stop", "Sim GPU", dict(FACTS), dict(SHAPE), space, {"A": 1, "B": 1, "C": "x"}, results)
+
+
+def search(url: str, land: Landscape, clock: list[float] | None = None, **settings):
+    """One search as ``autotune search`` runs it (``Tuner``) on the simulated backend; ``clock``: a fake
+    monotonic clock the loop reads, moved one second per evaluation (no real time in a test)."""
+    s = SearchSettings(devices="sim:0", compile_workers=0, retime_top=0, seed=1, **settings)
+
+    def tick(_event):
+        if clock is not None:
+            clock[0] += 1.0
+
+    store = Store(url)
+    store.schema.upgrade()
+    tuner = Tuner(
+        "sim",
+        store,
+        s,
+        on_event=tick,
+        backend=SimulatedBackend.of(SimulatedKernel.of([land])),
+        pipeline=lambda backend, workers: SerialPipeline(backend, [], depth=4),
+    )
+    with tuner:
+        tuner.start()
+        report = tuner.search_shape(land.shape)
+    store.close()
+    return report
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    clock = [1000.0]
+    fake = types.SimpleNamespace(monotonic=lambda: clock[0], perf_counter=lambda: clock[0])
+    monkeypatch.setattr(shape_search, "time", fake)
+    return clock
+
+
+def test_stops_early_on_a_smooth_landscape(sqlite_url):
+    land = landscape(smooth)
+    report = search(sqlite_url, land, stop_min=20, stop_patience=10, stop_max=200)
+    assert report.stop_reason == stopping.CONVERGED
+    assert report.stop_bound is not None and report.stop_bound <= report.stop_noise
+    assert 20 <= report.evaluations < 200 and report.evaluations < len(land.results) / 2
+    assert report.best.time_s <= land.best_s * (1 + report.stop_noise)
+
+
+def test_no_convergence_before_an_isolated_best_is_found(sqlite_url):
+    """Times unrelated to the parameters: the model can bound nothing, so the rule goes on to its ceiling
+    (or stops having found the isolated best), never "converged" on a worse config."""
+    land = landscape(rough)
+    report = search(sqlite_url, land, strategy="random", stop_min=20, stop_patience=10, stop_max=120)
+    found = report.best.time_s == land.best_s
+    assert report.stop_reason in (stopping.CEILING, stopping.STALLED) or (
+        found and report.stop_reason == stopping.CONVERGED
+    )
+    if report.stop_reason == stopping.CEILING:
+        assert report.evaluations == 120
+
+
+def test_trials_is_an_exact_budget(sqlite_url):
+    report = search(sqlite_url, landscape(smooth), trials=7, stop_min=2, stop_max=3)
+    assert report.evaluations == 7 and report.stop_reason == stopping.TRIALS
+    assert report.stop_bound is None and report.stop_noise is None  # the rule took no part
+
+
+def test_timeout_is_honoured_with_the_rule(sqlite_url, fake_clock):
+    """--timeout 10 with one (fake) second per evaluation: 10 evaluations, whatever the rule's floor."""
+    report = search(sqlite_url, landscape(rough), fake_clock, timeout_s=10.0, stop_min=50)
+    assert report.stop_reason == stopping.TIMEOUT
+    assert report.evaluations == 10
+
+
+def test_timeout_is_honoured_with_trials(sqlite_url, fake_clock):
+    report = search(sqlite_url, landscape(rough), fake_clock, timeout_s=6.0, trials=50)
+    assert report.stop_reason == stopping.TIMEOUT and report.evaluations == 6
+
+
+def test_the_wall_time_ceiling(sqlite_url, fake_clock):
+    report = search(sqlite_url, landscape(rough), fake_clock, stop_wall_s=12.0, stop_min=50)
+    assert report.stop_reason == stopping.WALL and report.evaluations == 12
+
+
+def test_the_stop_reason_is_in_the_json(sqlite_url):
+    report = search(sqlite_url, landscape(smooth), stop_min=20, stop_patience=10)
+    d = report_dict(report)
+    assert d["stop_reason"] == stopping.CONVERGED and d["evaluations"] == report.evaluations
+    assert d["stop_noise"] == pytest.approx(0.01) and d["stop_bound"] <= d["stop_noise"]
+
+
+def test_the_floor_counts_stored_results_so_a_rerun_stops_at_once(sqlite_url):
+    land = landscape(smooth)
+    first = search(sqlite_url, land, stop_min=20, stop_patience=10)
+    again = search(sqlite_url, land, stop_min=20, stop_patience=10)
+    assert first.stop_reason == again.stop_reason == stopping.CONVERGED
+    assert again.evaluations < first.evaluations
+
+
+def test_a_space_smaller_than_the_floor_is_measured_whole():
+    space = Space.from_dict({"name": "s", "params": {"A": [1, 2, 3]}})
+    rule = StoppingRule(StopSettings(min_evals=30), space, {}, list(space.enumerate({})))
+    assert rule.floor == 3
+
+
+def test_patience_needs_improvement_beyond_the_noise():
+    space = Space.from_dict(SPACE)
+    rule = StoppingRule(StopSettings(patience=3, noise=0.01), space, FACTS, None)
+    configs = list(space.enumerate(FACTS))[:8]
+    for c, t in zip(configs, [2.0, 1.5, 1.0, 0.995, 0.999, 0.994], strict=False):
+        rule.observe(TrialResult(TrialStatus.OK, c, time_s=t))
+    assert rule.stalled()  # 1.0 -> 0.994: within 1 %
+    assert not rule.stalled(2)  # 2.0 -> 0.994 over the last 6
+    rule.observe(TrialResult(TrialStatus.OK, configs[6], time_s=0.9))
+    assert not rule.stalled()
+
+
+def test_replay_uses_the_same_rule():
+    land = landscape(smooth)
+    run = replay_one(land, "auto", None, 1, depth=4)
+    assert run.stop_reason in (stopping.CONVERGED, stopping.CEILING)
+    assert run.evaluations == len(run.best_after) <= SearchSettings().stop_max
+    fixed = replay_one(land, "auto", 9, 1, depth=4)
+    assert fixed.stop_reason == stopping.TRIALS and fixed.evaluations == 9
+
+
+def test_nightly_uses_the_same_rule(sqlite_url, tmp_path, monkeypatch):
+    """``evaluations: auto`` (the job file's default): each shape's search stops by the rule, the run's
+    summary says why; a second run resumes the keys under the rule, which counts what they measured."""
+    from tests.test_nightly_sim import NoisyKernel, job, run
+
+    monkeypatch.setenv("AUTOTUNE_STOP_MIN", "8")
+    monkeypatch.setenv("AUTOTUNE_STOP_PATIENCE", "4")
+    kernel = NoisyKernel()
+    first = run(job(sqlite_url, tmp_path, evaluations="auto", verify=None), kernel)
+    assert [s["planned"] for s in first.shapes] == [None] * 3
+    reasons = {s["stop_reason"] for s in first.shapes}
+    assert reasons <= {stopping.CONVERGED, stopping.EXHAUSTED} and all(
+        8 <= s["evaluations"] <= 24 for s in first.shapes
+    )
+    second = run(job(sqlite_url, tmp_path, evaluations="auto", verify=None), kernel)
+    assert {s["action"] for s in second.shapes} <= {"resume", "done"}
+    assert sum(s["evaluations"] for s in second.shapes) < sum(s["evaluations"] for s in first.shapes)
