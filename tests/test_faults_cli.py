@@ -165,9 +165,7 @@ def _ok(b: int, t: object) -> dict:
 def test_replay_of_a_landscape_with_bad_times_is_one_line(tmp_path, configs, why):
     """Before: 0 and "fast" were internal errors (exit 3), the rest regret tables of nan or -100 %."""
     land = _landscape(tmp_path, configs)
-    line = one_error_line(
-        autotune("replay", land, "--strategy", "random", "--trials", "2", "--seeds", "1")
-    )
+    line = one_error_line(autotune("replay", land, "--strategy", "random", "--trials", "2", "--seeds", "1"))
     assert str(land) in line and why in line, line
 
 

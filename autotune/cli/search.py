@@ -32,11 +32,14 @@ app = typer.Typer()
 FileArgument = Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL (see README)")]
 TrialsOption = Annotated[
     int | None,
-    typer.Option("--trials", help=opt_help(
+    typer.Option(
+        "--trials",
+        help=opt_help(
             "New evaluations per shape, exactly",
             env="AUTOTUNE_TRIALS",
             default="none: the stopping rule decides",
-        )),
+        ),
+    ),
 ]
 TimeoutOption = Annotated[
     float | None,

@@ -297,7 +297,8 @@ def replay(
     trials: Annotated[
         int | None,
         typer.Option(
-            "--trials", help="New evaluations per search, as search's --trials (default: the stopping rule decides)"
+            "--trials",
+            help="New evaluations per search, as search's --trials (default: the stopping rule decides)",
         ),
     ] = None,
     evaluations: Annotated[

@@ -40,8 +40,9 @@ def trial_line(ev: TrialEvent, *, verbose: bool = False, exact: bool = True) -> 
     res = ev.result
     time_text = fmt_time(res.time_s) if res.timed else "-"
     best = fmt_time(ev.best.time_s) if ev.best is not None else "-"
+    count = f"{ev.evaluations}/{ev.budget}" if exact else str(ev.evaluations)
     line = (
-        f"[{format_shape(ev.shape)}] trial {ev.evaluations}{f"/{ev.budget}" if exact else ""} {res.status.value} {time_text} "
+        f"[{format_shape(ev.shape)}] trial {count} {res.status.value} {time_text} "
         f"{fmt_config(res.config)}; best so far {best}"
     )
     if res.error and not res.timed:
