@@ -361,7 +361,8 @@ def test_transfer_history_reads_the_kernels_other_spaces_weighted_lower(sqlite_u
     rows = store.history.transfer("shifting", space.hash(), env, params=[p.name for p in space.params])
     by_n: dict[int, set[float]] = {}
     keys: dict[int, set[int]] = {}
-    for key_id, dims, _, _, weight in rows:
+    for key_id, dims, _, _, weight, gpu in rows:
+        assert gpu == "Sim GPU"
         by_n.setdefault(dims["N"], set()).add(weight)
         keys.setdefault(dims["N"], set()).add(key_id)
     # this space at full weight, the narrowed one lower, the widened one (configs setting D) not at all
@@ -370,7 +371,7 @@ def test_transfer_history_reads_the_kernels_other_spaces_weighted_lower(sqlite_u
     assert len(rows) == sum(r.timed for land in lands[:2] for r in land.results.values())
     # without this space's parameter names: this space only
     same = store.history.transfer("shifting", space.hash(), env)
-    assert {d["N"] for _, d, _, _, _ in same} == {8}
+    assert {d["N"] for _, d, *_ in same} == {8}
     store.close()
 
 

@@ -281,6 +281,7 @@ class ShapeSearch:
             history=history,
             features=self.engine.features,
             budget=self.s.trials,
+            device=str(self.info0.env.get("gpu_name", "")),
         )
         return self.strategy_info.factory(ctx)
 
