@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
+from typer.core import TyperCommand
 
 from autotune.cli.common import DbOption, ShapesOption, fail, fmt_config, out
 from autotune.errors import SettingsError
@@ -247,10 +248,32 @@ def landscape_export(
     typer.echo(f"wrote {out}: {len(land.results)} configs of {kernel} {land.shape_key} on {land.device_name}")
 
 
-@replay_app.command()
+class _ReplayCommand(TyperCommand):
+    """``--preload A B C``: every argument after ``--preload`` up to the next option is a preload file
+    (a click option takes one value, so ``B`` and ``C`` would silently become targets)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        out: list[str] = []
+        greedy = False
+        for a in args:
+            if a == "--preload":
+                greedy = True
+                continue
+            if a.startswith("-"):
+                greedy = False
+            out.extend(["--preload", a] if greedy else [a])
+        return super().parse_args(ctx, out)
+
+
+@replay_app.command(cls=_ReplayCommand)
 def replay(
     landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
-    strategy: Annotated[str, typer.Option(help="Strategies, comma-separated")] = "auto,tpe",
+    strategy: Annotated[
+        str,
+        typer.Option(
+            help="Strategies, comma-separated; NAME@D: with D proposals in flight (tpe@1: sequential)"
+        ),
+    ] = "auto,tpe",
     evaluations: Annotated[int, typer.Option(help="Evaluations per search")] = 40,
     budgets: Annotated[
         str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,EVALUATIONS)")
@@ -258,11 +281,24 @@ def replay(
     seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
     transfer: Annotated[
         bool,
-        typer.Option(help="Other landscapes of the same kernel in the store (leave-one-shape-out)"),
+        typer.Option(
+            help="Other landscapes of the same kernel in the store: other shapes, and the target's shape on "
+            "other devices (leave-one-shape-out, leave-one-device-out)"
+        ),
     ] = True,
     preload: Annotated[
-        list[Path] | None, typer.Option(help="More landscapes put in the store as training data")
+        list[Path] | None,
+        typer.Option(
+            help="More landscapes put in the store as training data (--preload A B ..., last option)"
+        ),
     ] = None,
+    history_evaluations: Annotated[
+        int,
+        typer.Option(
+            help="Each history landscape enters as an N-evaluation search of it (auto, empty store), not a "
+            "sweep: a realistic store (0: sweeps)"
+        ),
+    ] = 0,
     kernel: Annotated[
         Path | None, typer.Option(help="Kernel file: its features() hook feeds the auto strategy")
     ] = None,
@@ -274,8 +310,10 @@ def replay(
     from autotune.tuning.landscape import load_landscape
 
     names = _strategies(strategy)
-    if evaluations < 1 or seeds < 1 or depth < 1:
-        raise SettingsError("--evaluations, --seeds and --depth must be at least 1")
+    if evaluations < 1 or seeds < 1 or depth < 1 or history_evaluations < 0:
+        raise SettingsError(
+            "--evaluations, --seeds and --depth must be at least 1, --history-evaluations at least 0"
+        )
     report_at = _budgets(budgets, evaluations)
     targets = [load_landscape(p) for p in landscapes]
     extra = [load_landscape(p) for p in preload or ()]
@@ -290,6 +328,7 @@ def replay(
             preload=extra,
             features_for=feats,
             depth=depth,
+            history_evaluations=history_evaluations,
         )
     for line in rp.format_table(runs, report_at):
         typer.echo(line)
@@ -298,11 +337,12 @@ def replay(
 
 
 def _strategies(text: str) -> list[str]:
-    """``--strategy a,b``, each name known to the registry."""
+    """``--strategy a,b@1``, each name known to the registry (``@D``: its proposals in flight)."""
     from autotune.search import strategy_names
+    from autotune.tuning.replay import strategy_depth
 
     names = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [n for n in names if n not in strategy_names()]
+    bad = [n for n in names if strategy_depth(n, 1)[0] not in strategy_names()]
     if bad or not names:
         raise SettingsError(f"--strategy {text!r}: choose from {', '.join(strategy_names())}")
     return names
