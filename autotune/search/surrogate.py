@@ -109,8 +109,8 @@ def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def prior_trust(prior_at: np.ndarray, log_times: np.ndarray, before: float) -> tuple[float, float | None]:
     """(trust, tau): the prior's weight given how it ranks the measured configs (Kendall's tau of its
-    predictions against their times, tau/``TAU_FULL`` clipped to [0, 1]), blended with ``before`` (what the
-    history earned) as if that were ``TRUST_PSEUDO`` results; tau is None (trust ``before``) under 4 results
+    predictions against their times, tau/``TAU_FULL`` up to 1), blended with ``before`` (what the history
+    earned) as if that were ``TRUST_PSEUDO`` results; 0 when tau <= 0; tau is None (trust ``before``) under 4 results
     or when either side is constant."""
     n = len(log_times)
     if n < 4:
@@ -120,7 +120,9 @@ def prior_trust(prior_at: np.ndarray, log_times: np.ndarray, before: float) -> t
     tau = kendalltau(prior_at, log_times).statistic
     if tau is None or not math.isfinite(tau):
         return before, None
-    measured = min(1.0, max(0.0, float(tau) / TAU_FULL))
+    if tau <= 0:  # no better than chance on this shape's own results: ignored (until it ranks them again)
+        return 0.0, float(tau)
+    measured = min(1.0, float(tau) / TAU_FULL)
     return (TRUST_PSEUDO * before + n * measured) / (TRUST_PSEUDO + n), float(tau)
 
 
