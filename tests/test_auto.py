@@ -557,3 +557,15 @@ def test_the_cold_start_is_spread_inside_the_space_not_on_its_corners():
     corners = [c for c in design if c["A"] in (1, 8) and c["B"] in (1, 8)]
     assert len(corners) <= 1
     assert {c["C"] for c in design} == {"x", "y"} and len({c["A"] for c in design}) >= 4
+
+
+def test_tpe_draws_again_instead_of_repeating_a_config(monkeypatch):
+    """Snapped to the choices, TPE's samples near a good config land on it again and again; each repeat is
+    drawn again inside the strategy (told FAIL), not handed to the loop, whose fallback is a random config."""
+    from autotune.search import optuna_strategy
+
+    repeats = {}
+    for reask in (1, optuna_strategy.REASK):
+        monkeypatch.setattr(optuna_strategy, "REASK", reask)
+        repeats[reask] = sum(_run("tpe", (), 30, seed=s).repeats for s in (0, 1))
+    assert repeats[optuna_strategy.REASK] < repeats[1]
