@@ -265,15 +265,28 @@ class _ReplayCommand(TyperCommand):
         return super().parse_args(ctx, out)
 
 
+#: replay's options for what the store holds and how a strategy runs (here: the command stays one screen)
+_StrategiesOption = Annotated[
+    str,
+    typer.Option(help="Strategies, comma-separated; NAME@D: with D proposals in flight (tpe@1: sequential)"),
+]
+_PreloadOption = Annotated[
+    list[Path] | None,
+    typer.Option(help="More landscapes put in the store as training data (--preload A B ..., last option)"),
+]
+_HistoryEvaluationsOption = Annotated[
+    int,
+    typer.Option(
+        help="Each history landscape enters as an N-evaluation search of it (auto, empty store), not a "
+        "sweep: a realistic store (0: sweeps)"
+    ),
+]
+
+
 @replay_app.command(cls=_ReplayCommand)
 def replay(
     landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
-    strategy: Annotated[
-        str,
-        typer.Option(
-            help="Strategies, comma-separated; NAME@D: with D proposals in flight (tpe@1: sequential)"
-        ),
-    ] = "auto,tpe",
+    strategy: _StrategiesOption = "auto,tpe",
     evaluations: Annotated[int, typer.Option(help="Evaluations per search")] = 40,
     budgets: Annotated[
         str | None, typer.Option(help="Budgets to report, comma-separated (default 10,20,EVALUATIONS)")
@@ -286,19 +299,8 @@ def replay(
             "other devices (leave-one-shape-out, leave-one-device-out)"
         ),
     ] = True,
-    preload: Annotated[
-        list[Path] | None,
-        typer.Option(
-            help="More landscapes put in the store as training data (--preload A B ..., last option)"
-        ),
-    ] = None,
-    history_evaluations: Annotated[
-        int,
-        typer.Option(
-            help="Each history landscape enters as an N-evaluation search of it (auto, empty store), not a "
-            "sweep: a realistic store (0: sweeps)"
-        ),
-    ] = 0,
+    preload: _PreloadOption = None,
+    history_evaluations: _HistoryEvaluationsOption = 0,
     kernel: Annotated[
         Path | None, typer.Option(help="Kernel file: its features() hook feeds the auto strategy")
     ] = None,
