@@ -546,19 +546,6 @@ def test_two_seeds_give_different_runs(with_history):
     assert runs[0] != runs[1]
 
 
-def test_the_cold_start_is_spread_inside_the_space_not_on_its_corners():
-    from autotune.search.auto import DESIGN, AutoSampler
-
-    space = Space.from_dict(SPACE)
-    valid = list(space.enumerate(FACTS))
-    sampler = AutoSampler(StrategyContext(space, FACTS, 0, valid, shape={"N": 16}, shape_params=("N",)))
-    design = [valid[i] for i in sampler._space_filling(DESIGN)]
-    assert len({config_hash(c) for c in design}) == DESIGN
-    corners = [c for c in design if c["A"] in (1, 8) and c["B"] in (1, 8)]
-    assert len(corners) <= 1
-    assert {c["C"] for c in design} == {"x", "y"} and len({c["A"] for c in design}) >= 4
-
-
 def test_tpe_draws_again_instead_of_repeating_a_config(monkeypatch):
     """Snapped to the choices, TPE's samples near a good config land on it again and again; each repeat is
     drawn again inside the strategy (told FAIL), not handed to the loop, whose fallback is a random config."""
