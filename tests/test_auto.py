@@ -361,7 +361,8 @@ def test_transfer_history_reads_the_kernels_other_spaces_weighted_lower(sqlite_u
     rows = store.history.transfer("shifting", space.hash(), env, params=[p.name for p in space.params])
     by_n: dict[int, set[float]] = {}
     keys: dict[int, set[int]] = {}
-    for key_id, dims, _, _, weight in rows:
+    for key_id, dims, _, _, weight, gpu in rows:
+        assert gpu == "Sim GPU"
         by_n.setdefault(dims["N"], set()).add(weight)
         keys.setdefault(dims["N"], set()).add(key_id)
     # this space at full weight, the narrowed one lower, the widened one (configs setting D) not at all
@@ -370,7 +371,7 @@ def test_transfer_history_reads_the_kernels_other_spaces_weighted_lower(sqlite_u
     assert len(rows) == sum(r.timed for land in lands[:2] for r in land.results.values())
     # without this space's parameter names: this space only
     same = store.history.transfer("shifting", space.hash(), env)
-    assert {d["N"] for _, d, _, _, _ in same} == {8}
+    assert {d["N"] for _, d, *_ in same} == {8}
     store.close()
 
 
@@ -445,3 +446,115 @@ def test_a_search_over_an_edited_space_learns_from_the_old_spaces_shapes(sqlite_
     before = ok_so_far()
     wide = search(WIDE_SPACE, 64, 6)
     assert (wide.history_keys, wide.history_points) == (3, before)
+
+
+# ------------------------------------------------------------------------------------------- prior trust
+
+
+def _mean_best(hist, evaluations: int, seeds=(0, 1, 2), target=None, history_device: str = "") -> float:
+    target = target or landscape(16)
+    runs = [replay_one(target, "auto", evaluations, s, hist, None, depth=4) for s in seeds]
+    return sum(r.best_after[-1] / target.best_s - 1.0 for r in runs) / len(runs)
+
+
+def test_a_prior_inverted_for_the_target_is_abandoned():
+    """The store holds this shape (another group: another run, another software version) with every time
+    inverted: the prior ranks the target's best last. The trust it earned as a sweep falls with the rank
+    correlation measured on the target's own results, and the search ends within the empty store's
+    result."""
+    target = landscape(16)
+    inverted = [
+        HistoryPoint({"N": 16}, r.config, 1e-10 / r.time_s, 1.0, group=1)
+        for r in target.results.values()
+        if r.timed
+    ]
+    from autotune.search.auto import AutoSampler
+
+    space = Space.from_dict(SPACE)
+    valid = list(space.enumerate(FACTS))
+    ctx = StrategyContext(space, FACTS, 0, valid, shape={"N": 16}, shape_params=("N",), history=inverted)
+    sampler = AutoSampler(ctx)
+    best = min(range(len(valid)), key=lambda i: shifting(valid[i], {"N": 16}).time_s or math.inf)
+    assert sampler.prior[best] == max(sampler.prior)  # the prior is as wrong as it gets
+    assert _mean_best(inverted, 20) <= _mean_best((), 20) + 0.02
+
+
+def test_device_facts_change_the_priors_ranking():
+    """One shape measured on two GPUs with different bests (A=3 on the A4000, A=6 on the MI250X): the
+    prior for a third GPU follows the one whose facts it shares."""
+    from autotune.search.auto import AutoSampler
+
+    space = Space.from_dict(SPACE)
+    valid = list(space.enumerate(FACTS))
+    hist = [
+        HistoryPoint({"N": 16}, r.config, r.time_s, 0.2, group=g, device=gpu)
+        for g, (gpu, n) in enumerate((("NVIDIA RTX A4000", 8), ("AMD Instinct MI250X", 64)))
+        for r in landscape(n).results.values()
+        if r.timed
+    ]
+
+    def prior_best(device: str) -> int:
+        ctx = StrategyContext(
+            space, FACTS, 0, valid, shape={"N": 16}, shape_params=("N",), history=hist, device=device
+        )
+        s = AutoSampler(ctx)
+        assert s.encoder.device_names  # the GPUs' facts are model inputs
+        return valid[int(s.prior.argmin())]["A"]
+
+    assert prior_best("NVIDIA RTX A4000") == 3
+    assert prior_best("AMD Instinct MI210") == 6
+
+
+def test_gpu_facts_match_reported_names():
+    from autotune.devices import device_distance, device_features, gpu_facts
+
+    assert gpu_facts("NVIDIA H100 80GB HBM3").sm_count == 132
+    assert gpu_facts("AMD Instinct MI250X").vendor == "amd" and gpu_facts("cpu") is None
+    a4000, w6600, mi250x = (device_features(n) for n in ("A4000", "W6600", "MI250X"))
+    assert device_distance(a4000, a4000) == 0 and device_distance(a4000, None) == math.inf
+    assert device_distance(mi250x, w6600) > device_distance(a4000, w6600)
+
+
+def _partial_history(evaluations: int) -> list[HistoryPoint]:
+    from autotune.tuning.replay import _RunStore, partial
+
+    with __import__("tempfile").TemporaryDirectory() as tmp:
+        runs = _RunStore(tmp)
+        lands = [partial(landscape(n), evaluations, 7, runs, depth=4) for n in (8, 32, 64)]
+        runs.store.close()
+    return [
+        HistoryPoint(dict(land.shape), r.config, r.time_s, 1.0, group=g)
+        for g, land in enumerate(lands)
+        for r in land.results.values()
+        if r.timed
+    ]
+
+
+@pytest.mark.parametrize("budget", [8, 16])
+def test_a_partial_history_is_never_worse_than_none(budget):
+    hist = _partial_history(15)
+    assert len(hist) >= 30  # enough for a prior (auto.MIN_HISTORY)
+    assert _mean_best(hist, budget) <= _mean_best((), budget) + 0.01
+
+
+@pytest.mark.parametrize("with_history", [False, True])
+def test_two_seeds_give_different_runs(with_history):
+    hist = history(8, 32) if with_history else ()
+    runs = []
+    for seed in (0, 1):
+        measured: list[TrialResult] = []
+        replay_one(landscape(16), "auto", 12, seed, hist, None, depth=4, measured=measured)
+        runs.append([config_hash(r.config) for r in measured])
+    assert runs[0] != runs[1]
+
+
+def test_tpe_draws_again_instead_of_repeating_a_config(monkeypatch):
+    """Snapped to the choices, TPE's samples near a good config land on it again and again; each repeat is
+    drawn again inside the strategy (told FAIL), not handed to the loop, whose fallback is a random config."""
+    from autotune.search import optuna_strategy
+
+    repeats = {}
+    for reask in (1, optuna_strategy.REASK):
+        monkeypatch.setattr(optuna_strategy, "REASK", reask)
+        repeats[reask] = sum(_run("tpe", (), 30, seed=s).repeats for s in (0, 1))
+    assert repeats[optuna_strategy.REASK] < repeats[1]

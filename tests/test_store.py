@@ -352,12 +352,19 @@ def test_consumers_take_anything_shaped_like_the_role(store):
             return []
 
         def transfer(self, kernel_name, space_hash, env, exclude_key_id=None, params=None):
-            return [(7, {"M": 8}, {"c": 1}, 1e-3, 0.5)]
+            return [(7, {"M": 8}, {"c": 1}, 1e-3, 0.5, "NVIDIA H100")]
 
     history = Canned()
     assert isinstance(history, HistorySource)
     (pt,) = load_history(history, "fp8_gemm", space, ENV)
-    assert (pt.dims, pt.config, pt.time_s, pt.weight, pt.group) == ({"M": 8}, {"c": 1}, 1e-3, 0.5, 7)
+    assert (pt.dims, pt.config, pt.time_s, pt.weight, pt.group, pt.device) == (
+        {"M": 8},
+        {"c": 1},
+        1e-3,
+        0.5,
+        7,
+        "NVIDIA H100",
+    )
 
 
 def test_best_row_is_the_record_mapped(store):

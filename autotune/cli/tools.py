@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperCommand
 
 from autotune.cli.common import DbOption, ShapesOption, err, fail, fmt_config, opt_help, out
 from autotune.errors import SettingsError
@@ -290,10 +291,45 @@ def landscape_export(
     typer.echo(f"wrote {out}: {len(land.results)} configs of {kernel} {land.shape_key} on {land.device_name}")
 
 
-@replay_app.command()
+class _ReplayCommand(TyperCommand):
+    """``--preload A B C``: every argument after ``--preload`` up to the next option is a preload file
+    (a click option takes one value, so ``B`` and ``C`` would silently become targets)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        out: list[str] = []
+        greedy = False
+        for a in args:
+            if a == "--preload":
+                greedy = True
+                continue
+            if a.startswith("-"):
+                greedy = False
+            out.extend(["--preload", a] if greedy else [a])
+        return super().parse_args(ctx, out)
+
+
+#: replay's options for what the store holds and how a strategy runs (here: the command stays one screen)
+_StrategiesOption = Annotated[
+    str,
+    typer.Option(help="Strategies, comma-separated; NAME@D: with D proposals in flight (tpe@1: sequential)"),
+]
+_PreloadOption = Annotated[
+    list[Path] | None,
+    typer.Option(help="More landscapes put in the store as training data (--preload A B ..., last option)"),
+]
+_HistoryEvaluationsOption = Annotated[
+    int,
+    typer.Option(
+        help="Each history landscape enters as an N-evaluation search of it (auto, empty store), not a "
+        "sweep: a realistic store (0: sweeps)"
+    ),
+]
+
+
+@replay_app.command(cls=_ReplayCommand)
 def replay(
     landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
-    strategy: Annotated[str, typer.Option(help="Strategies, comma-separated")] = "auto,tpe",
+    strategy: _StrategiesOption = "auto,tpe",
     trials: Annotated[
         int | None,
         typer.Option(
@@ -311,11 +347,13 @@ def replay(
     seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
     transfer: Annotated[
         bool,
-        typer.Option(help="Other landscapes of the same kernel in the store (leave-one-shape-out)"),
+        typer.Option(
+            help="Other landscapes of the same kernel in the store: other shapes, and the target's shape on "
+            "other devices (leave-one-shape-out, leave-one-device-out)"
+        ),
     ] = True,
-    preload: Annotated[
-        list[Path] | None, typer.Option(help="More landscapes put in the store as training data")
-    ] = None,
+    preload: _PreloadOption = None,
+    history_evaluations: _HistoryEvaluationsOption = 0,
     kernel: Annotated[
         Path | None, typer.Option(help="Kernel file: its features() hook feeds the auto strategy")
     ] = None,
@@ -330,8 +368,10 @@ def replay(
     if evaluations is not None:  # the budget's old name here; one name everywhere now
         err.print("warning: --evaluations is deprecated: use --trials", highlight=False)
         trials = evaluations
-    if (trials is not None and trials < 1) or seeds < 1 or depth < 1:
-        raise SettingsError("--trials, --seeds and --depth must be at least 1")
+    if (trials is not None and trials < 1) or seeds < 1 or depth < 1 or history_evaluations < 0:
+        raise SettingsError(
+            "--trials, --seeds and --depth must be at least 1, --history-evaluations at least 0"
+        )
     report_at = _budgets(budgets, trials)
     targets = [load_landscape(p) for p in landscapes]
     extra = [load_landscape(p) for p in preload or ()]
@@ -346,6 +386,7 @@ def replay(
             preload=extra,
             features_for=feats,
             depth=depth,
+            history_evaluations=history_evaluations,
         )
     for line in rp.format_table(runs, report_at):
         typer.echo(line)
@@ -354,11 +395,12 @@ def replay(
 
 
 def _strategies(text: str) -> list[str]:
-    """``--strategy a,b``, each name known to the registry."""
+    """``--strategy a,b@1``, each name known to the registry (``@D``: its proposals in flight)."""
     from autotune.search import strategy_names
+    from autotune.tuning.replay import strategy_depth
 
     names = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [n for n in names if n not in strategy_names()]
+    bad = [n for n in names if strategy_depth(n, 1)[0] not in strategy_names()]
     if bad or not names:
         raise SettingsError(f"--strategy {text!r}: choose from {', '.join(strategy_names())}")
     return names

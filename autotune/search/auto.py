@@ -7,17 +7,25 @@ work as with TPE. Per shape:
    ``POOL_SIZE``); it only ever proposes a valid config never measured, failed or pending under this key.
 2. **Prior** (``surrogate.TransferPrior``): trained on every ``ok`` trial of the same kernel under other
    keys in the store (``store.history.transfer``: other shapes; other devices, software versions and
-   search spaces weighted lower), on parameters, shape and the kernel file's analytic features.
-3. **Correction** (``surrogate.LocalCorrection``): a GP on this shape's residuals; the next config
-   minimizes ``prior + GP mean - KAPPA * GP sd`` (a lower confidence bound); a batch is built by
-   "kriging believer" (a pending config counts as measured at its predicted time).
+   search spaces weighted lower), on parameters, shape, the GPU's facts (``devices.device_features``) and
+   the kernel file's analytic features. A history group (one shape on one device) weighs by how near its
+   shape and GPU are and by its coverage (``sqrt(measured / candidates)``: a 40-evaluation search is not a
+   sweep). The prior has an uncertainty (``surrogate.PriorSpread``: wide where few, far or light history
+   points lie) and a trust (``surrogate.prior_trust``): what the history earned (coverage, GPU likeness),
+   then how well the prior ranks this shape's own results (Kendall's tau), down to 0 (ignored).
+3. **Correction** (``surrogate.LocalCorrection``): a GP on this shape's residuals ``log t - trust * prior``;
+   the next config minimizes ``trust * prior + GP mean - KAPPA * sd`` (a lower confidence bound; ``sd``
+   joins the GP's and the trusted prior's uncertainty); a batch is built by "kriging believer" (a pending
+   config counts as measured at its predicted time).
 4. **With too little data**: first the default config (the search loop runs it), then the best configs
-   of the nearest tuned shapes, then the prior's best; with no prior, a space-filling design (greedy
-   max-min distance) until ``N_INIT`` results, then the GP alone.
-5. **Coverage**: with a prior, one choice in ``COVER_EVERY`` is the best-scored candidate holding a
-   parameter value that no config of this shape has tried yet. A prior trained on other shapes cannot rank
-   what none of them favoured: replayed leave-one-shape-out, split-K (slow on every large shape) stayed
-   untried for 36 of 40 evaluations at M=64, K=7168 without it (47 % regret at 40; 0.15 % with it).
+   of the nearest tuned (shape, GPU) groups, then the prior's best where it is sure (``prior - KAPPA *
+   prior sd``) until ``PRIOR_ONLY`` results or a prior that ranks them wrong; with no prior, a
+   space-filling design (greedy max-min distance) until ``N_INIT`` results, then the GP alone.
+5. **Coverage**: with a prior, one choice in ``COVER_EVERY`` holds a parameter value that no config of
+   this shape has tried yet: alternately the best-scored such candidate and a random one (exploration
+   that does not lean on the prior's favourites). A prior trained on other shapes cannot rank what none
+   of them favoured: replayed leave-one-shape-out, split-K (slow on every large shape) stayed untried for
+   36 of 40 evaluations at M=64, K=7168 without it (47 % regret at 40; 0.15 % with it).
 
 It proposes as many configs as keep the pipeline full (the search loop asks for them: a compile worker that
 waits for a model costs more than a proposal chosen without the newest results)."""
@@ -36,10 +44,11 @@ import optuna
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.devices import DEVICE_FEATURES, device_distance, device_features
 from autotune.search.base import HistoryPoint, StrategyContext, StrategyInfo
 from autotune.search.encoding import Encoder, ordinal
 from autotune.search.optuna_strategy import OptunaStrategy, distributions
-from autotune.search.surrogate import LocalCorrection, TransferPrior, standardize
+from autotune.search.surrogate import LocalCorrection, PriorSpread, TransferPrior, prior_trust, standardize
 from autotune.shapes import shape_distance
 from autotune.trial import config_hash
 
@@ -61,8 +70,16 @@ N_INIT = 3
 #: parameter value not yet tried on this shape: the prior cannot rank what its shapes never favoured (e.g.
 #: split-K, bad on every large shape it learned from, best at small M and large K)
 COVER_EVERY = 3
-#: best configs of this many nearest tuned shapes are tried first
+#: best configs of this many nearest tuned (shape, GPU) groups are tried first
 NEAREST_SHAPES = 3
+#: another GPU's measurements weigh exp(-device_distance / DEVICE_SCALE) (``devices.device_distance``:
+#: 1 ~ a factor 2 in every size), on top of the store's other-GPU weight; the seeds rank groups by shape
+#: distance + device distance
+DEVICE_SCALE = 1.0
+#: the trust a history earns before any result: max over groups of coverage^(1/4) x GPU likeness, at least
+#: this (a 40-of-4,000 search earns ~0.3, a sweep on the same GPU 1)
+MIN_TRUST = 0.2
+
 #: a prior needs this many history points
 MIN_HISTORY = 30
 #: a history shape's weight decays as exp(-distance / SHAPE_SCALE) (log2 units: ``shapes.shape_distance``),
@@ -83,21 +100,28 @@ class AutoSampler(BaseSampler):
         self._index = {config_hash(c): i for i, c in enumerate(self.pool)}
         feats = ctx.features(ctx.shape, self.pool) if ctx.features and self.pool else None
         names = sorted({k for f in feats or () for k in f})
-        self.encoder = Encoder(ctx.space.params, ctx.shape_params, names)
+        self._devices: dict[str, dict[str, float] | None] = {"": None}
+        self.device = device_features(ctx.device, dict(ctx.facts)) if ctx.device else None
+        known = self.device is not None or any(self._device(h.device) for h in ctx.history)
+        self.encoder = Encoder(ctx.space.params, ctx.shape_params, names, DEVICE_FEATURES if known else ())
         x_pool = np.array(
             [
-                self.encoder.row(c, ctx.shape, f)
+                self.encoder.row(c, ctx.shape, f, self.device)
                 for c, f in zip(self.pool, feats or [None] * len(self.pool), strict=True)
             ]
         ).reshape(len(self.pool), self.encoder.width)
-        # the GP sees parameters (and features, GP_INPUTS="all"), not the shape: constant within a search
-        n_par, n_dims = self.encoder.n_param_cols, len(ctx.shape_params)
-        gp_cols = list(range(n_par))
-        if GP_INPUTS == "all":
-            gp_cols += list(range(n_par + n_dims, self.encoder.width))
+        # the GP sees parameters (and features, GP_INPUTS="all"), not the shape nor the device: constant
+        # within a search
+        context = set(self.encoder.context_cols)
+        n_par = self.encoder.n_param_cols
+        gp_cols = [i for i in range(self.encoder.width if GP_INPUTS == "all" else n_par) if i not in context]
         self.x_gp = standardize(x_pool[:, gp_cols]) if len(self.pool) else x_pool
         self.prior = np.zeros(len(self.pool))
+        self.prior_sd = np.zeros(len(self.pool))
         self.has_prior = False
+        #: the prior's weight: what the history earned, then how it ranks this shape's results
+        self.trust0 = self.trust = 0.0
+        self.tau: float | None = None
         self.seeds: list[int] = []  # pool indices to try first: best configs of the nearest shapes
         if ctx.history and len(ctx.history) >= MIN_HISTORY and self.pool:
             self._fit_prior(ctx.history, names, x_pool)
@@ -108,14 +132,28 @@ class AutoSampler(BaseSampler):
             for v in {c.get(p.name) for c in self.pool} - {None}:
                 self._by_value[(p.name, v)] = np.array([c.get(p.name) == v for c in self.pool])
         self._choices = 0
+        self._covers = 0
         self.setup_s = time.perf_counter() - t0
         log.info(
-            "auto: %d candidates, %d history points, prior=%s, %.2f s",
+            "auto: %d candidates, %d history points, prior=%s (trust %.2f), %.2f s",
             len(self.pool),
             len(ctx.history),
             self.has_prior,
+            self.trust0,
             self.setup_s,
         )
+
+    def _device(self, name: str) -> dict[str, float] | None:
+        if name not in self._devices:
+            self._devices[name] = device_features(name)
+        return self._devices[name]
+
+    def _likeness(self, name: str) -> float:
+        """How much another GPU's results stand for this one's (1: the same model or unknown either way)."""
+        if name == (self.ctx.device or "") or not name:
+            return 1.0
+        d = device_distance(self._device(name), self.device)
+        return math.exp(-d / DEVICE_SCALE) if math.isfinite(d) else 1.0
 
     # ------------------------------------------------------------------ set-up
 
@@ -130,37 +168,52 @@ class AutoSampler(BaseSampler):
         groups: dict[Any, list[HistoryPoint]] = {}
         for h in history:
             if h.time_s > 0 and math.isfinite(h.time_s):
-                key = h.group if h.group is not None else tuple(sorted(h.dims.items()))
+                key = h.group if h.group is not None else (tuple(sorted(h.dims.items())), h.device)
                 groups.setdefault(key, []).append(h)
         rows, ys, ws = [], [], []
-        nearest: list[tuple[float, float, tuple[tuple[str, int], ...], dict[str, Any]]] = []
+        ranked: list[tuple[float, float, tuple[Any, ...], dict[str, Any]]] = []
+        candidates = max(len(self.pool), 1)
         for points in groups.values():
-            dims = points[0].dims
+            dims, gpu = points[0].dims, points[0].device
             configs = [p.config for p in points]
             feats = self.ctx.features(dims, configs) if self.ctx.features and names else None
             best = min(p.time_s for p in points)
             distance = shape_distance(dims, self.ctx.shape)
             near = math.exp(-distance / SHAPE_SCALE) if math.isfinite(distance) else 0.0
+            like = self._likeness(gpu)
+            # a partial search's points stand for less of the space than a sweep's (and cluster where
+            # that search went): weight by the square root of its coverage
+            coverage = min(1.0, len({config_hash(c) for c in configs}) / candidates)
+            self.trust0 = max(self.trust0, coverage**0.25 * like)
+            dev = self._device(gpu)
             for i, p in enumerate(points):
-                rows.append(self.encoder.row(p.config, dims, feats[i] if feats else None))
+                rows.append(self.encoder.row(p.config, dims, feats[i] if feats else None, dev))
                 ys.append(math.log(p.time_s / best))
-                ws.append(p.weight * near)
+                ws.append(p.weight * near * like * math.sqrt(coverage))
             top = min(points, key=lambda p: p.time_s)
-            nearest.append((distance, -top.weight, tuple(sorted(dims.items())), top.config))
-        # one seed per shape (a shape tuned on several devices or spaces: the closest environment's best)
-        nearest.sort(key=lambda t: t[:2])
-        shapes: set[tuple[tuple[str, int], ...]] = set()
-        for _, _, shape, config in nearest:
-            if len(shapes) >= NEAREST_SHAPES:
+            d_dev = 0.0 if like == 1.0 else -math.log(like) * DEVICE_SCALE
+            ranked.append((distance + d_dev, -top.weight, (tuple(sorted(dims.items())), gpu), top.config))
+        self.trust0 = max(MIN_TRUST, min(1.0, self.trust0))
+        self.trust = self.trust0
+        # one seed per (shape, GPU) group, nearest first (a shape tuned in several spaces or software
+        # versions on one GPU: the closest environment's best)
+        ranked.sort(key=lambda t: t[:2])
+        seen: set[tuple[Any, ...]] = set()
+        for _, _, where, config in ranked:
+            if len(seen) >= NEAREST_SHAPES:
                 break
-            if shape in shapes:
+            if where in seen:
                 continue
-            shapes.add(shape)
+            seen.add(where)
             i = self._index.get(config_hash(config))
             if i is not None and i not in self.seeds:
                 self.seeds.append(i)
-        prior = TransferPrior(self.seed).fit(np.array(rows), np.array(ys), np.array(ws))
+        x_hist, w = np.array(rows), np.array(ws)
+        prior = TransferPrior(self.seed).fit(x_hist, np.array(ys), w)
         self.prior = prior.predict(x_pool)
+        n_par = self.encoder.n_param_cols
+        spread = PriorSpread(x_hist[:, :n_par], w, x_pool[:, :n_par], self.seed)
+        self.prior_sd = spread.sd(x_pool[:, :n_par])
         self.has_prior = True
 
     # ------------------------------------------------------------------ Optuna's sampler interface
@@ -205,53 +258,69 @@ class AutoSampler(BaseSampler):
         pending = [i for i in blocked if i not in observed]
         self._choices += 1
         cover = self.has_prior and self._choices % COVER_EVERY == 0
-        if len(observed) < (PRIOR_ONLY if self.has_prior else N_INIT):
-            if self.has_prior:
-                c = self._cover(blocked, np.where(free, self.prior, np.inf)) if cover else None
-                return c if c is not None else self._diverse_prior(blocked, free)
-            return self._spread(blocked, free)
-        idx = np.array(list(observed))
-        y = np.log(np.array([observed[i] for i in idx])) - self.prior[idx]
+        idx = np.array(list(observed), dtype=int)
+        log_t = np.log(np.array([observed[i] for i in idx]))
+        if self.has_prior:
+            self.trust, self.tau = prior_trust(self.prior[idx], log_t, self.trust0)
+        prior = self.trust * self.prior
+        wrong = self.tau is not None and self.tau <= 0  # the prior ranks this shape's results wrong
+        if self.has_prior and len(observed) < PRIOR_ONLY and not wrong:
+            # the prior's best where it is sure; where history is thin, its uncertainty invites a look
+            sure = np.where(free, self.prior - KAPPA * self.prior_sd, np.inf)
+            c = self._cover(blocked, sure, free) if cover else None
+            return c if c is not None else self._diverse_prior(blocked, free, sure)
+        if len(observed) < N_INIT:
+            return self._start(blocked, free)
+        y = log_t - prior[idx]
         self.local.fit(self.x_gp[idx], y)
         if pending:
             pend = np.array(pending)
             believed, _ = self.local.predict(self.x_gp[pend])
             self.local.believe(self.x_gp[np.concatenate([idx, pend])], np.concatenate([y, believed]))
         mean, sd = self.local.predict(self.x_gp)
-        score = np.where(free, self.prior + mean - KAPPA * sd, np.inf)
-        c = self._cover(blocked, score) if cover else None
+        sd = np.sqrt(sd**2 + (self.trust * self.prior_sd) ** 2)
+        score = np.where(free, prior + mean - KAPPA * sd, np.inf)
+        c = self._cover(blocked, score, free) if cover else None
         return c if c is not None else int(score.argmin())
 
-    def _cover(self, blocked: set[int], score: np.ndarray) -> int | None:
-        """The best-scored free candidate holding a parameter value no chosen config holds yet."""
+    def _cover(self, blocked: set[int], score: np.ndarray, free: np.ndarray) -> int | None:
+        """A free candidate holding a parameter value no chosen config holds yet: alternately the
+        best-scored one and a random one (not the prior's favourite for every other parameter)."""
         tried = np.zeros(len(self.pool), dtype=bool)
         tried[list(blocked)] = True
+        untried = [has for has in self._by_value.values() if not (has & tried).any() and (has & free).any()]
+        if not untried:
+            return None
+        self._covers += 1
+        if self._covers % 2 == 0:
+            has = untried[self._rng.randrange(len(untried))]
+            return int(self._rng.choice(np.flatnonzero(has & free)))
         best: tuple[float, int] | None = None
-        for has in self._by_value.values():
-            if (has & tried).any():
-                continue
+        for has in untried:
             i = int(np.where(has, score, np.inf).argmin())
             if math.isfinite(score[i]) and (best is None or score[i] < best[0]):
                 best = (float(score[i]), i)
         return best[1] if best else None
 
-    def _diverse_prior(self, blocked: set[int], free: np.ndarray) -> int:
-        """The prior's best, discounted near configs already chosen: the first batches cover several good
-        regions of the prior instead of the neighbours of its single best."""
-        score = self.prior
-        if blocked and DIVERSITY > 0:
-            chosen = self.x_gp[list(blocked)]
-            d = np.sqrt(((self.x_gp[:, None, :] - chosen[None, :, :]) ** 2).sum(axis=2).min(axis=1))
-            score = score + DIVERSITY * np.exp(-d)
-        return int(np.where(free, score, np.inf).argmin())
-
-    def _spread(self, blocked: set[int], free: np.ndarray) -> int:
-        """The free candidate farthest from every config already chosen (a random one first)."""
+    def _start(self, blocked: set[int], free: np.ndarray) -> int:
+        """Before the GP has data: the free candidate farthest from every config already chosen (a random
+        one first). A k-means design (interior points) was tried instead and replayed worse on the peer
+        convolution landscapes (598 / 364 / 64 / 13 % at 10 / 20 / 40 / 80 against 136 / 34 / 20 / 4.6 %):
+        their best configs sit near the space's edges."""
         if not blocked:
             return int(self._rng.choice(np.flatnonzero(free)))
         chosen = self.x_gp[list(blocked)]
         d = ((self.x_gp[:, None, :] - chosen[None, :, :]) ** 2).sum(axis=2).min(axis=1)
         return int(np.where(free, d, -np.inf).argmax())
+
+    def _diverse_prior(self, blocked: set[int], free: np.ndarray, score: np.ndarray) -> int:
+        """The best of ``score`` (the prior), discounted near configs already chosen: the first batches
+        cover several good regions of the prior instead of the neighbours of its single best."""
+        if blocked and DIVERSITY > 0:
+            chosen = self.x_gp[list(blocked)]
+            d = np.sqrt(((self.x_gp[:, None, :] - chosen[None, :, :]) ** 2).sum(axis=2).min(axis=1))
+            score = score + DIVERSITY * np.exp(-d)
+        return int(np.where(free, score, np.inf).argmin())
 
     def _config(self, params: dict[str, Any]) -> dict[str, Any]:
         out = {}

@@ -35,6 +35,8 @@ class HistoryPoint:
     #: the measurements whose times compare (one shape on one device and space: the store's key id);
     #: None groups by shape alone
     group: int | None = None
+    #: the GPU it was measured on (its name: ``devices.device_features`` reads its facts); "" unknown
+    device: str = ""
 
 
 def load_history(
@@ -50,7 +52,7 @@ def load_history(
     rows = history.transfer(
         kernel, space.hash(), dict(env), exclude_key_id=exclude_key_id, params=[p.name for p in space.params]
     )
-    return [HistoryPoint(dims, config, t, w, key_id) for key_id, dims, config, t, w in rows]
+    return [HistoryPoint(dims, config, t, w, key_id, gpu) for key_id, dims, config, t, w, gpu in rows]
 
 
 @dataclass
@@ -69,6 +71,8 @@ class StrategyContext:
     features: FeatureFn | None = None
     #: the search's evaluation budget (--trials)
     budget: int = 0
+    #: the GPU searched on (its name, as the environment reports it): the device the model predicts for
+    device: str = ""
 
 
 class Strategy(Protocol):

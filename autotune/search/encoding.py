@@ -56,14 +56,20 @@ def _geometric(xs: Sequence[float]) -> bool:
 
 class Encoder:
     """Feature rows for configs of one space: parameter columns, then the shape's log2 dims, then the
-    kernel's own features (``features(config, shape, facts)``), in a fixed column order."""
+    device's facts (``devices.device_features``: results on other GPUs inform by how alike they are), then
+    the kernel's own features (``features(config, shape, facts)``), in a fixed column order."""
 
     def __init__(
-        self, params: Sequence[Param], shape_params: Sequence[str] = (), feature_names: Sequence[str] = ()
+        self,
+        params: Sequence[Param],
+        shape_params: Sequence[str] = (),
+        feature_names: Sequence[str] = (),
+        device_names: Sequence[str] = (),
     ):
         self.params = tuple(params)
         self.shape_params = tuple(shape_params)
         self.feature_names = tuple(feature_names)
+        self.device_names = tuple(device_names)
         self._cols: list[tuple[str, Any]] = []
         for p in self.params:
             o = ordinal(p)
@@ -80,13 +86,20 @@ class Encoder:
 
     @property
     def width(self) -> int:
-        return self.n_param_cols + len(self.shape_params) + len(self.feature_names)
+        return self.n_param_cols + len(self.shape_params) + len(self.device_names) + len(self.feature_names)
+
+    @property
+    def context_cols(self) -> range:
+        """The shape's and the device's columns: constant within one search (its GP leaves them out)."""
+        start = self.n_param_cols
+        return range(start, start + len(self.shape_params) + len(self.device_names))
 
     def row(
         self,
         config: Mapping[str, Any],
         shape: Mapping[str, int] | None = None,
         feats: Mapping[str, float] | None = None,
+        device: Mapping[str, float] | None = None,
     ) -> list[float]:
         out: list[float] = []
         for name, how in self._cols:
@@ -105,6 +118,8 @@ class Encoder:
         for d in self.shape_params:
             x = (shape or {}).get(d)
             out.append(math.log2(x) if x and x > 0 else math.nan)
+        for k in self.device_names:
+            out.append(float((device or {}).get(k, math.nan)))
         for f in self.feature_names:
             x = (feats or {}).get(f)
             out.append(float(x) if isinstance(x, int | float) and math.isfinite(x) else math.nan)

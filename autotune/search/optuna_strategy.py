@@ -27,6 +27,9 @@ from autotune.trial import TrialResult, config_hash
 
 log = logging.getLogger("autotune.search")
 
+#: draws per proposal before a sampler that only repeats configs already proposed gives up on that slot
+REASK = 8
+
 
 def tpe_sampler(seed: int | None) -> optuna.samplers.BaseSampler:
     with warnings.catch_warnings():
@@ -88,9 +91,17 @@ class OptunaStrategy:
     def propose(self, n: int) -> list[dict[str, Any]]:
         out = []
         for _ in range(n):
-            trial = self.study.ask()
-            config = self._suggest(trial)
-            self._pending.setdefault(config_hash(config), []).append(trial)
+            for attempt in range(REASK):
+                trial = self.study.ask()
+                config = self._suggest(trial)
+                h = config_hash(config)
+                if (h not in self._told and h not in self._pending) or attempt == REASK - 1:
+                    break
+                # a repeat (snapping makes TPE's samples near a good config land on it): told FAIL here,
+                # so the sampler draws again, instead of the loop giving up on it for a random config
+                trial.set_user_attr("autotune_status", "repeat")
+                self.study.tell(trial, state=TrialState.FAIL)
+            self._pending.setdefault(h, []).append(trial)
             out.append(config)
         return out
 

@@ -4,6 +4,11 @@
   values, no scaling needed) predicting ``log(time / best time of that shape)`` from a config's parameters,
   the shape's log2 dims and the kernel's analytic features, trained once per shape searched on the other
   shapes' measurements in the store (weighted: other devices and software versions count less).
+- ``PriorSpread``: how much history stands behind the prior at each candidate (the weighted history points
+  near it in parameter space): few, far or low-weight points (a partial search, another GPU, a far shape)
+  make the prior's uncertainty wide there, so the acquisition explores where history is thin.
+- ``prior_trust``: how well the prior ranks this shape's own results (Kendall's tau), blended with the
+  trust the history earned before any result; the prior's weight in the acquisition, down to 0.
 - ``LocalCorrection``: a Gaussian process on this shape's residuals ``log(time) - prior``, with one length
   scale per column (ARD Matérn 5/2) plus white noise; its hyperparameters are re-fitted only every few
   results (a fit with fixed hyperparameters costs a few ms), so proposing stays far below a measurement."""
@@ -46,6 +51,79 @@ class TransferPrior:
     def predict(self, x: np.ndarray) -> np.ndarray:
         with single_threaded():
             return self.model.predict(x[:, self.cols])
+
+
+#: the prior's uncertainty (in log time) where no history point is near: a factor e^0.35 ~ 1.4
+PRIOR_SD = 0.35
+#: nearest history points read per candidate, and the distance (standardized parameter units, per
+#: parameter) at which a point counts half
+SPREAD_NEIGHBOURS = 16
+SPREAD_SCALE = 0.35
+#: history rows the spread's index keeps at most (a random subset, weights scaled up)
+SPREAD_ROWS = 20000
+#: Kendall's tau at which the prior has earned full trust (a prior's favourites measured on the target
+#: are a narrow sample: ties and noise keep tau well below 1 even for a good prior)
+TAU_FULL = 0.4
+#: results before the measured rank correlation counts as much as the history's own trust
+TRUST_PSEUDO = 4
+
+
+class PriorSpread:
+    def __init__(self, x_hist: np.ndarray, w_hist: np.ndarray, x_pool: np.ndarray, seed: int | None = None):
+        from sklearn.neighbors import NearestNeighbors
+
+        n, d = x_hist.shape
+        if n > SPREAD_ROWS:
+            keep = np.random.default_rng(seed or 0).choice(n, SPREAD_ROWS, replace=False)
+            x_hist, w_hist = x_hist[keep], w_hist[keep] * (n / SPREAD_ROWS)
+        # both scaled as the candidates are (the history may lie elsewhere in the space)
+        self._mu, self._sd = _moments(x_pool)
+        self.w = w_hist
+        self.k = min(SPREAD_NEIGHBOURS, len(x_hist))
+        self.scale = SPREAD_SCALE * math.sqrt(max(1, d))
+        with single_threaded():
+            self.nn = NearestNeighbors(n_neighbors=self.k).fit(self._scaled(x_hist))
+
+    def _scaled(self, x: np.ndarray) -> np.ndarray:
+        out = (np.asarray(x, dtype=float) - self._mu) / self._sd
+        out[np.isnan(out)] = -2.0
+        return out
+
+    def density(self, x: np.ndarray) -> np.ndarray:
+        """Weighted history points near each row of ``x`` (a point counts less the farther it lies)."""
+        with single_threaded():
+            dist, idx = self.nn.kneighbors(self._scaled(x))
+        return (self.w[idx] * np.exp(-((dist / self.scale) ** 2))).sum(axis=1)
+
+    def sd(self, x: np.ndarray) -> np.ndarray:
+        """The prior's uncertainty at each row of ``x``: ``PRIOR_SD`` where no history is near, shrinking as
+        1/sqrt(1 + weighted points near)."""
+        return PRIOR_SD / np.sqrt(1.0 + self.density(x))
+
+
+def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mu = np.nan_to_num(np.nanmean(x, axis=0)) if len(x) else np.zeros(x.shape[1])
+    sd = np.nanstd(x, axis=0) if len(x) else np.ones(x.shape[1])
+    return mu, np.where((sd > 0) & np.isfinite(sd), sd, 1.0)
+
+
+def prior_trust(prior_at: np.ndarray, log_times: np.ndarray, before: float) -> tuple[float, float | None]:
+    """(trust, tau): the prior's weight given how it ranks the measured configs (Kendall's tau of its
+    predictions against their times, tau/``TAU_FULL`` up to 1), blended with ``before`` (what the history
+    earned) as if that were ``TRUST_PSEUDO`` results; 0 when tau <= 0; tau is None (trust ``before``) under 4 results
+    or when either side is constant."""
+    n = len(log_times)
+    if n < 4:
+        return before, None
+    from scipy.stats import kendalltau
+
+    tau = kendalltau(prior_at, log_times).statistic
+    if tau is None or not math.isfinite(tau):
+        return before, None
+    if tau <= 0:  # no better than chance on this shape's own results: ignored (until it ranks them again)
+        return 0.0, float(tau)
+    measured = min(1.0, float(tau) / TAU_FULL)
+    return (TRUST_PSEUDO * before + n * measured) / (TRUST_PSEUDO + n), float(tau)
 
 
 class LocalCorrection:

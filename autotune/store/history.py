@@ -66,7 +66,7 @@ class History:
         env: dict[str, Any],
         exclude_key_id: int | None = None,
         params: Collection[str] | None = None,
-    ) -> list[tuple[int, dict[str, int], dict[str, Any], float, float]]:
+    ) -> list[tuple[int, dict[str, int], dict[str, Any], float, float, str]]:
         """Other keys' measurements of ``kernel_name``, weighted: ``autotune.store.transfer``."""
         return transfer_history(self.db, kernel_name, space_hash, env, exclude_key_id, params)
 

@@ -136,7 +136,7 @@ class HistorySource(Protocol):
         env: dict[str, Any],
         exclude_key_id: int | None = None,
         params: Collection[str] | None = None,
-    ) -> list[tuple[int, dict[str, int], dict[str, Any], float, float]]: ...
+    ) -> list[tuple[int, dict[str, int], dict[str, Any], float, float, str]]: ...
 
 
 @runtime_checkable

@@ -31,11 +31,12 @@ def transfer_history(
     env: dict[str, Any],
     exclude_key_id: int | None = None,
     params: Collection[str] | None = None,
-) -> list[tuple[int, dict[str, int], dict[str, Any], float, float]]:
-    """(key id, dims, config, time_s, weight) of every ok+measured search trial of ``kernel_name`` under
+) -> list[tuple[int, dict[str, int], dict[str, Any], float, float, str]]:
+    """(key id, dims, config, time_s, weight, GPU name) of every ok+measured search trial of ``kernel_name`` under
     other keys than ``exclude_key_id``, any kernel source version: this space's, and, given this
     space's parameter names ``params``, other spaces' whose config sets no other parameter. The key id
-    groups a shape's measurements on one device and space (times compare only within a group)."""
+    groups a shape's measurements on one device and space (times compare only within a group); the GPU
+    name lets the model read the device's facts (``devices.device_features``)."""
     stmt = (
         select(
             TuningKeyRow.id,
@@ -70,7 +71,7 @@ def transfer_history(
                 if not set(config) <= names:
                     continue
                 weight *= OTHER_SPACE_WEIGHT
-            out.append((key_id, dict(dims), dict(config), float(time_s), weight))
+            out.append((key_id, dict(dims), dict(config), float(time_s), weight, str(e.gpu_name)))
     return out
 
 

@@ -7,10 +7,15 @@ order they were submitted, so a run depends on its seed alone), with a temporary
 own key). The default config first, invalid configs and repeats told back without counting, the budget
 counting new valid configs only, the strategy's batch size and history: as a search.
 
-Transfer: the other landscapes of the same kernel (leave-one-shape-out: no landscape of the target's shape,
-in any space) and any ``preload`` files are written into a temporary store, as a search would find them in a
-shared database; the strategy reads them through ``store.history.transfer`` (another space's configs
-weighted lower)."""
+Transfer: the other landscapes of the same kernel and any ``preload`` files are written into a temporary
+store, as a search would find them in a shared database, except the target's own (its shape on its
+device): other shapes on any device (leave-one-shape-out) and the target's shape on other devices
+(leave-one-device-out). The strategy reads them through ``store.history.transfer`` (another space's configs
+weighted lower). With ``history_evaluations`` N, each history landscape enters as what an N-evaluation
+search of it (``auto``, empty store) measured, not as a sweep: the store a team really has.
+
+A strategy named ``NAME@D`` runs with ``D`` proposals in flight instead of the replay's depth (``tpe@1``:
+sequential TPE beside the pipelined one)."""
 
 from __future__ import annotations
 
@@ -28,10 +33,11 @@ from typing import Any
 
 from autotune.engine import SerialPipeline, SimulatedBackend, SimulatedKernel
 from autotune.engine.simulated import simulated_env
+from autotune.errors import SettingsError
 from autotune.search.base import FeatureFn, HistoryPoint, load_history
 from autotune.settings import SearchSettings
 from autotune.store import Owner
-from autotune.trial import TrialStatus, config_hash
+from autotune.trial import TrialResult, TrialStatus, config_hash
 from autotune.tuning.landscape import Landscape
 from autotune.tuning.shape_search import SearchEngine, SearchStore, ShapeSearch, TrialEvent
 
@@ -151,15 +157,28 @@ def replay_one(
     depth: int = DEFAULT_DEPTH,
     *,
     runs: _RunStore | None = None,
+    measured: list[TrialResult] | None = None,
 ) -> Run:
-    """One search of ``target`` by ``strategy`` (``history``: what the store would give it)."""
+    """One search of ``target`` by ``strategy`` (``history``: what the store would give it); ``NAME@D``
+    runs ``NAME`` with ``D`` proposals in flight. ``measured`` collects every result, in order."""
     if runs is None:
         with tempfile.TemporaryDirectory() as tmp:
             owned = _RunStore(tmp)
             try:
-                return replay_one(target, strategy, evaluations, seed, history, features, depth, runs=owned)
+                return replay_one(
+                    target,
+                    strategy,
+                    evaluations,
+                    seed,
+                    history,
+                    features,
+                    depth,
+                    runs=owned,
+                    measured=measured,
+                )
             finally:
                 owned.store.close()
+    name, depth = strategy_depth(strategy, depth)
     t0 = time.perf_counter()
     kernel = SimulatedKernel.of([target])
     kernel = replace(kernel, meta=replace(kernel.meta, source_hash=runs.next_version()))
@@ -170,12 +189,14 @@ def replay_one(
     def on_event(event: TrialEvent) -> None:
         run.best_after.append((event.best.time_s or math.inf) if event.best else math.inf)
         run.configs.append(config_hash(event.result.config))
+        if measured is not None:
+            measured.append(event.result)
 
     search = ShapeSearch(
         target.shape,
         SearchEngine(pipeline, infos, target.space, features),
         SearchStore.of(runs.store),
-        _settings(strategy, evaluations, seed),
+        _settings(name, evaluations, seed),
         owner=Owner(),
         history=lambda *_: list(history),
         on_event=on_event,
@@ -185,6 +206,36 @@ def replay_one(
     run.stop_reason, run.stop_bound, run.stop_noise = report.stop_reason, report.stop_bound, report.stop_noise
     run.wall_s = time.perf_counter() - t0
     return run
+
+
+def strategy_depth(spec: str, depth: int) -> tuple[str, int]:
+    """``NAME@D`` -> (NAME, D); ``NAME`` -> (NAME, ``depth``)."""
+    name, sep, d = spec.partition("@")
+    if not sep:
+        return spec, depth
+    if not d.isdigit() or int(d) < 1:
+        raise SettingsError(f"strategy {spec!r}: NAME@D needs D, the proposals in flight, at least 1")
+    return name, int(d)
+
+
+def partial(land: Landscape, evaluations: int, seed: int, runs: _RunStore, depth: int) -> Landscape:
+    """``land`` as an ``evaluations``-evaluation search of it (``auto``, empty store) left it in a store:
+    only the configs that search measured."""
+    measured: list[TrialResult] = []
+    replay_one(land, "auto", evaluations, seed, (), None, depth, runs=runs, measured=measured)
+    results = {config_hash(r.config): r for r in measured if r.status is not TrialStatus.INVALID}
+    return replace(land, results=results)
+
+
+def history_of(target: Landscape, candidates: Sequence[Landscape]) -> list[Landscape]:
+    """What a search of ``target`` may learn from: the same kernel, never its own shape on its own device."""
+    return [
+        t
+        for t in candidates
+        if t is not target
+        and t.kernel == target.kernel
+        and not (t.shape_key == target.shape_key and t.device_name == target.device_name)
+    ]
 
 
 def strategy_seed(seed: int, strategy: str) -> int:
@@ -235,18 +286,29 @@ def replay(
     features_for: Callable[[Landscape], FeatureFn | None] | None = None,
     depth: int = DEFAULT_DEPTH,
     progress: Callable[[Run], None] | None = None,
+    history_evaluations: int = 0,
 ) -> list[Run]:
     """Every (target, strategy, seed); with ``transfer``, the other targets of the same kernel are in the
-    store (leave-one-shape-out, any space), plus ``preload`` (never the target's own shape)."""
+    store, plus ``preload``: never the target's own shape on its own device (``history_of``). With
+    ``history_evaluations``, each of those as a search of that many evaluations left it (``partial``)."""
+    for s in strategies:
+        strategy_depth(s, depth)  # a bad NAME@D fails before any run
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         run_store = _RunStore(tmp)
+        searched: dict[int, Landscape] = {}
+
+        def as_stored(land: Landscape, n: int) -> Landscape:
+            if history_evaluations <= 0:
+                return land
+            if id(land) not in searched:
+                searched[id(land)] = partial(land, history_evaluations, 1000 + n, run_store, depth)
+            return searched[id(land)]
+
+        pool = [*(targets if transfer else ()), *preload]
+        index = {id(t): n for n, t in enumerate(pool)}  # each history landscape's search has its own seed
         for i, target in enumerate(targets):
-            others = [
-                t
-                for t in [*(targets if transfer else ()), *preload]
-                if t is not target and t.kernel == target.kernel and t.shape_key != target.shape_key
-            ]
+            others = [as_stored(t, index[id(t)]) for t in history_of(target, pool)]
             history = _history(target, others, f"sqlite:///{Path(tmp) / f'history{i}.db'}")
             features = features_for(target) if features_for else None
             for strategy in strategies:

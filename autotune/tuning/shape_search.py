@@ -317,6 +317,7 @@ class ShapeSearch:
             history=history,
             features=self.engine.features,
             budget=self.nominal,
+            device=str(self.info0.env.get("gpu_name", "")),
         )
         return self.strategy_info.factory(ctx)
 
