@@ -101,7 +101,9 @@ class Tuner:
             wants_gpu = devices == ALL or any(d.is_cuda for d in devices) or (not devices and _gpu_present())
             # never more than one shape's budget can keep busy: each of them imports torch and Triton,
             # beside the timing worker's own start-up (a 1-evaluation search started 15)
-            workers = min(default_compile_workers(), s.trials) if wants_gpu else 0
+            workers = (
+                min(default_compile_workers(), s.trials or default_compile_workers()) if wants_gpu else 0
+            )
         self.pipeline = self._make_pipeline(self.backend, workers)
         self.pipeline.start_compilers()
         self._preload = _preload_strategy(s.strategy)
