@@ -110,6 +110,14 @@ def test_no_convergence_before_an_isolated_best_is_found(sqlite_url):
         assert report.evaluations == 120
 
 
+def test_the_exhaustive_strategy_measures_every_valid_config_whatever_the_rule(sqlite_url):
+    """An explicit --strategy exhaustive without --trials is every valid config, never cut by the rule."""
+    land = landscape(smooth)
+    report = search(sqlite_url, land, strategy="exhaustive", stop_min=2, stop_patience=2, stop_max=5)
+    assert report.evaluations == len(land.results) > 5
+    assert report.stop_bound is None
+
+
 def test_trials_is_an_exact_budget(sqlite_url):
     report = search(sqlite_url, landscape(smooth), trials=7, stop_min=2, stop_max=3)
     assert report.evaluations == 7 and report.stop_reason == stopping.TRIALS

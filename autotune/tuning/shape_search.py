@@ -242,12 +242,14 @@ class ShapeSearch:
 
     def _stop_rule(self, listed: list[dict[str, Any]] | None) -> None:
         """Without --trials the stopping rule decides, up to its ceilings; --configs lists exactly what to
-        evaluate. ``budget``: the most new evaluations; ``nominal``: what the strategy plans with."""
-        rule = stopping.StopSettings.of(self.s) if self.s.trials is None and listed is None else None
+        evaluate, and the exhaustive strategy every valid config. ``budget``: the most new evaluations;
+        ``nominal``: what the strategy plans with."""
+        every = listed if listed is not None else self.valid if self.s.strategy == "exhaustive" else None
+        rule = stopping.StopSettings.of(self.s) if self.s.trials is None and every is None else None
         self.stopper = (
             stopping.StoppingRule(rule, self.space, self.facts, self.valid, self.s.seed) if rule else None
         )
-        self.budget = self.s.trials or (len(listed) if listed is not None else self.s.stop_max)
+        self.budget = self.s.trials or (len(every) if every is not None else self.s.stop_max)
         self.nominal = min(self.budget, self.s.nominal_trials)
         if rule is not None and rule.wall_s > 0:
             self.deadline = min(self.deadline, self.started + rule.wall_s)
