@@ -115,7 +115,7 @@ def test_the_exhaustive_strategy_measures_every_valid_config_whatever_the_rule(s
     land = landscape(smooth)
     report = search(sqlite_url, land, strategy="exhaustive", stop_min=2, stop_patience=2, stop_max=5)
     assert report.evaluations == len(land.results) > 5
-    assert report.stop_bound is None
+    assert report.stop_bound is None and report.stop_reason == stopping.EXHAUSTED
 
 
 def test_trials_is_an_exact_budget(sqlite_url):

@@ -326,24 +326,29 @@ _HistoryEvaluationsOption = Annotated[
 ]
 
 
+_ReplayTrialsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--trials",
+        help="New evaluations per search, as search's --trials (default: the stopping rule decides)",
+    ),
+]
+_ReplayEvaluationsOption = Annotated[
+    int | None, typer.Option("--evaluations", hidden=True, help="Deprecated: --trials")
+]
+_BudgetsOption = Annotated[
+    str | None,
+    typer.Option(help="Budgets to report, comma-separated (default 10,20,TRIALS or 10,20,40,80)"),
+]
+
+
 @replay_app.command(cls=_ReplayCommand)
 def replay(
     landscapes: Annotated[list[Path], typer.Argument(help="Landscape files (one shape each)")],
     strategy: _StrategiesOption = "auto,tpe",
-    trials: Annotated[
-        int | None,
-        typer.Option(
-            "--trials",
-            help="New evaluations per search, as search's --trials (default: the stopping rule decides)",
-        ),
-    ] = None,
-    evaluations: Annotated[
-        int | None, typer.Option("--evaluations", hidden=True, help="Deprecated: --trials")
-    ] = None,
-    budgets: Annotated[
-        str | None,
-        typer.Option(help="Budgets to report, comma-separated (default 10,20,TRIALS or 10,20,40,80)"),
-    ] = None,
+    trials: _ReplayTrialsOption = None,
+    evaluations: _ReplayEvaluationsOption = None,
+    budgets: _BudgetsOption = None,
     seeds: Annotated[int, typer.Option(help="Seeds per shape and strategy")] = 10,
     transfer: Annotated[
         bool,

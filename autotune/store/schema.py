@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Column, MetaData, String, Table, func, inspect, select
 from sqlalchemy.engine import Connection
 
+from autotune import imports
 from autotune.errors import SchemaOutOfDateError, StoreError
 from autotune.store.database import WRITE, Database
 from autotune.store.models import VERSION_TABLE
@@ -190,7 +191,8 @@ class Schema:
         """Optuna's ``RDBStorage`` on this database, opened under the migration lock: its constructor
         creates Optuna's tables on a fresh database, which races when several searches start at once
         (optuna/optuna#1092; a ``DuplicateTable`` crash on Postgres)."""
-        from optuna.storages import RDBStorage
+        with imports.LOCK:  # another thread may be importing Optuna (autotune/imports.py)
+            from optuna.storages import RDBStorage
 
         with self.migration_lock(), self.db.guard(diagnose=False):
             return RDBStorage(self.db.url, engine_kwargs=self.db.optuna_engine_kwargs())
@@ -198,7 +200,8 @@ class Schema:
     def _upgrade_optuna(self) -> None:
         """Create Optuna's tables (or upgrade them from an older Optuna) while we hold the migration lock."""
         try:
-            from optuna.storages import RDBStorage
+            with imports.LOCK:  # another thread may be importing Optuna (autotune/imports.py)
+                from optuna.storages import RDBStorage
         except ImportError:  # optuna is a dependency of autotune, but the store does not need it
             return
         with self.db.guard(diagnose=False):

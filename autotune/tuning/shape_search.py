@@ -680,7 +680,9 @@ class ShapeSearch:
             timeout = self.s.timeout_s > 0 and time.monotonic() >= self.started + self.s.timeout_s
             return stopping.TIMEOUT if timeout or self.stopper is None else stopping.WALL
         if self.report.evaluations >= self.budget:
-            return stopping.TRIALS if self.stopper is None else stopping.CEILING
+            if self.stopper is not None:
+                return stopping.CEILING
+            return stopping.TRIALS if self.s.trials else stopping.EXHAUSTED  # else every listed/valid config
         return stopping.EXHAUSTED
 
     def finish(self) -> ShapeReport:

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from autotune import timeline
+from autotune import imports, timeline
 from autotune.devices import ALL, parse_devices
 from autotune.engine import Backend, EvalOptions, Pipeline, ProcessBackend, WorkerInfo
 from autotune.env import env_hash
@@ -223,8 +223,13 @@ def _preload_strategy(name: str) -> threading.Thread:
                 if info.wants_history:  # a model (auto's, or the exhaustive strategy's order) from the store
                     import importlib
 
-                    for module in ("autotune.search.auto", "sklearn.ensemble", "sklearn.gaussian_process"):
-                        importlib.import_module(module)
+                    with imports.LOCK:  # a new database's Optuna tables import Optuna on another thread
+                        for module in (
+                            "autotune.search.auto",
+                            "sklearn.ensemble",
+                            "sklearn.gaussian_process",
+                        ):
+                            importlib.import_module(module)
             except Exception:  # the search imports them again and reports what fails
                 log.debug("preloading the strategy failed", exc_info=True)
 
