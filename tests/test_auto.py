@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -189,7 +190,15 @@ def test_budgeted_exhaustive_is_ordered_by_the_model():
     plain = make_strategy("exhaustive", StrategyContext(space, FACTS, 0, valid)).propose(len(valid))
     assert order != plain
     t = {config_hash(c): shifting(c, {"N": 16}).time_s or math.inf for c in valid}
-    assert min(t[config_hash(c)] for c in order[:5]) < min(t[config_hash(c)] for c in plain[:5])
+
+    def first_five(o):  # the mean time of the first 5 configs: what a 5-evaluation budget measures
+        return statistics.mean(t[config_hash(c)] for c in o[:5])
+
+    # better than the unordered search whatever its seed (one seed's first five can be lucky)
+    plains = [StrategyContext(space, FACTS, seed, valid) for seed in range(10)]
+    assert first_five(order) < min(
+        first_five(make_strategy("exhaustive", c).propose(len(valid))) for c in plains
+    )
 
 
 def test_features_come_from_the_kernel_file_in_a_worker():
@@ -307,7 +316,10 @@ def test_timeout_holds_within_the_evaluation_timing_when_it_passes(sqlite_url):
     # evaluation starts after it (no clock bound: the set-up may take long on a loaded machine)
     assert len([t for t in starts if t > starts[0] + 1.0]) <= 1, [round(t - starts[0], 3) for t in starts]
     key = store.history.key_states()[0].key_id
-    assert report.evaluations == len(store.trials.recorded(key)) == len(timed)
+    recorded = store.trials.recorded(key)
+    # every evaluation is stored; each one that compiled was timed (a compile failure never reaches the timer)
+    compiled = [t for t in recorded if t.status is not TrialStatus.COMPILE_FAILED]
+    assert report.evaluations == len(recorded) and len(compiled) == len(timed)
     assert store.claims.running(key) == {}  # the handed-back candidates' claims are released
 
 
