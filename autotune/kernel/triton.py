@@ -184,6 +184,12 @@ class TritonKernel(Kernel):
         self, config: Mapping[str, Any], inputs: Any, out: Any
     ) -> tuple[tuple[Any, ...], dict[str, Any], tuple[int, ...]]:
         """The positional args, keyword args (with the config) and grid of a launch."""
+        return self._launch_args(config, inputs, out)[:3]
+
+    def _launch_args(
+        self, config: Mapping[str, Any], inputs: Any, out: Any
+    ) -> tuple[tuple[Any, ...], dict[str, Any], tuple[int, ...], dict[str, Any]]:
+        """The positional args, keyword args (with the config), grid and every argument by name of a launch."""
         given = self._args(inputs, out)
         names = list(self.fn.arg_names)
         if isinstance(given, Mapping):
@@ -193,22 +199,13 @@ class TritonKernel(Kernel):
             pos, named = tuple(given), {}
         meta = {**dict(zip(names, pos, strict=False)), **named, **config}
         grid = self._grid(meta) if callable(self._grid) else self._grid
-        return pos, {**named, **config}, tuple(grid)
+        return pos, {**named, **config}, tuple(grid), meta
 
     def launcher(self, config: Mapping[str, Any], inputs: Any, out: Any) -> Callable[[], Any]:
         """A zero-arg callable that runs ``config`` on ``inputs`` into ``out`` and returns ``out``."""
-        given = self._args(inputs, out)
-        names = list(self.fn.arg_names)
-        if isinstance(given, Mapping):
-            pos: tuple[Any, ...] = ()
-            named = dict(given)
-        else:
-            pos, named = tuple(given), {}
-        meta = {**dict(zip(names, pos, strict=False)), **named, **config}
-        grid = self._grid(meta) if callable(self._grid) else self._grid
-        kernel = self.fn[tuple(grid)]
+        pos, kwargs, grid, meta = self._launch_args(config, inputs, out)
+        kernel = self.fn[grid]
         hook = getattr(self._listed.get(config_key(config)), "pre_hook", None)
-        kwargs = {**named, **config}
         on_cpu = not any(getattr(getattr(a, "device", None), "type", "cpu") != "cpu" for a in meta.values())
         name = self.kernel_names[0]
 
