@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -373,6 +374,13 @@ def _child_main(conn: Any, kernel_path: str, device: str, env: dict[str, str], w
     send(Ready(info))
     warming = _start_warm_up(send, info.device) if warm else None
     _serve(conn, send, _Evaluation(loaded, info.device), warming)
+    if warming is not None and warming.is_alive():
+        # stopped before the first job (a bad --shape): the interpreter's exit would destroy torch's
+        # threads while the warm-up runs in them, and C++ aborts with "terminate called without an
+        # active exception" on the user's terminal. Nothing is left to write: leave without finalizing.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 # ------------------------------------------------------------------------------------------- the parent

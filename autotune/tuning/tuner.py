@@ -79,6 +79,12 @@ class Tuner:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._preload is not None:
+            # a daemon thread still inside an extension's import (scikit-learn's OpenMP, torch) when the
+            # interpreter exits aborts the process ("terminate called without an active exception"):
+            # a search that fails early (a bad --shape) waits for it
+            self._preload.join(timeout=60)
+            self._preload = None
         if self._writer is not None:  # started, never given a shape
             self._writer.close(quiet=True)
             self._writer = None
