@@ -25,6 +25,9 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch):
     monkeypatch.delenv("AUTOTUNE_RECORD", raising=False)
+    # these tests count what each explicit flush() writes: the background flush of a new miss must not
+    # take them first (test_a_new_miss_is_written_promptly checks that flush, in a process of its own)
+    monkeypatch.setattr(requests_log, "NEW_MISS_FLUSH_S", 3600.0)
     clear_cache()
     yield
     clear_cache()
@@ -116,6 +119,36 @@ def test_a_program_flushes_at_exit_without_heavy_imports(store):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
     assert counts(store) == {("gemm", "M=33,N=128"): 5}
+
+
+def test_a_new_miss_is_written_promptly_by_the_background_thread(store):
+    """A running `autotune serve` starts on a miss once it is in the database: the background thread writes
+    a new missed shape soon after it is first seen, not at its next 30 s flush (made an hour here) or at exit."""
+    tune(store, {"M": 64, "N": 128}, {"BLOCK": 64})
+    code = (
+        "import os, sys, time\n"
+        "from autotune.runtime import requests_log\n"
+        "from autotune.runtime.lookup import best_config\n"
+        "from autotune.store import Store\n"
+        "requests_log.FLUSH_INTERVAL_S = 3600.0\n"
+        f"best_config('gemm', db={store.url!r}, device='cpu', M=77, N=128, record=True)\n"
+        f"store = Store({store.url!r})\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not store.requests.recorded('gemm') and time.monotonic() < deadline:\n"
+        "    time.sleep(0.1)\n"
+        "print([r.shape_key for r in store.requests.recorded('gemm')], flush=True)\n"
+        "os._exit(0)  # no exit flush: what is there was written by the background thread\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "AUTOTUNE_LOOKUP_TIMEOUT": "30"},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['M=77,N=128']"
 
 
 def test_show_requests_lists_them(store):

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 #: seconds between two background flushes
 FLUSH_INTERVAL_S = 30.0
+#: seconds after a shape is first missed before it is written: a running ``autotune serve`` can start on it
+#: at once (production waits for it), while the misses of a burst still go in one transaction
+NEW_MISS_FLUSH_S = 1.0
 #: seconds the interpreter's exit waits at most for the last flush
 EXIT_FLUSH_S = 3.0
 
@@ -58,6 +61,7 @@ misses: dict[tuple[Any, ...], _Miss] = {}
 _env_target: list[str | None] = []  # [] = not read yet; [value] once read
 _flush_lock = threading.Lock()
 _thread: threading.Thread | None = None
+_new_miss = threading.Event()
 _warned: set[str] = set()
 
 
@@ -110,6 +114,7 @@ def consider(
     if any(r.dims == dims for r in tuned):  # the best records of the kernel on this device
         return
     misses[key] = _Miss(target, kernel, device_name, dims)
+    _new_miss.set()
     _ensure_thread()
 
 
@@ -129,7 +134,9 @@ def _ensure_thread() -> None:
 
 def _flush_forever() -> None:
     while True:
-        time.sleep(FLUSH_INTERVAL_S)
+        if _new_miss.wait(FLUSH_INTERVAL_S):
+            time.sleep(NEW_MISS_FLUSH_S)
+        _new_miss.clear()
         flush()
 
 
