@@ -96,6 +96,26 @@ def test_a_fallback_is_served_tuned_once_another_process_writes_its_best(store):
     assert best_config("gemm", db=store.url, device="cpu", M=120) == {"BLOCK": 128}
 
 
+def test_a_recorded_miss_stops_counting_once_served_tuned(sqlite_url):
+    from autotune.runtime import requests_log
+
+    with Store(sqlite_url) as store:
+        store.schema.upgrade()
+        tune(store, {"M": 64}, {"BLOCK": 64})
+    for _ in range(3):
+        assert best_config("gemm", db=sqlite_url, device="cpu", record=True, M=128) == {"BLOCK": 64}
+    assert requests_log.flush() == 3
+    with Store(sqlite_url) as store:
+        tune(store, {"M": 128}, {"BLOCK": 128})
+    assert eventually(
+        lambda: best_config("gemm", db=sqlite_url, device="cpu", record=True, M=128) == {"BLOCK": 128}
+    )
+    requests_log.flush()
+    for _ in range(10):  # tuned now: these lookups are hits, not misses
+        assert best_config("gemm", db=sqlite_url, device="cpu", record=True, M=128) == {"BLOCK": 128}
+    assert requests_log.flush() == 0
+
+
 def test_a_hit_never_rereads(sqlite_url, monkeypatch):
     with Store(sqlite_url) as store:
         store.schema.upgrade()

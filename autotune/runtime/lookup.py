@@ -291,6 +291,10 @@ def _lookup(
     answer: _Answer | _Fallback = _choose(kernel, load.rows, where, device_name, source_hash, shape)
     if answer is None or answer[2]:  # nearest or nothing: re-checked later (a tuning may come)
         answer = _Fallback(answer, load)
+    elif _misses:
+        # a recorded miss that a re-read found tuned is no miss any more: stop counting it (the lookups
+        # counted since the last flush go with it; the shape is served tuned, nothing waits on them)
+        _misses.pop(key, None)
     _answers[key] = answer
     _requests.consider(key, record, lookup_db, kernel, device_name, shape, load.rows)
     return answer
