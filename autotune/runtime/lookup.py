@@ -352,8 +352,9 @@ def _recheck(
     its rows are stale, one re-read starts in the background (never waited for) and the fallback stands."""
     load = fallback.load
     current = _loads.get(load.lkey)
-    if current is not load:  # newer rows (or clear_cache() / a fork forgot these): answer from them
-        if current is not None and current.rows is not None:
+    if current is not load:
+        # newer rows arrived: answer from them; or clear_cache() ran meanwhile: a first lookup again
+        if current is None or current.rows is not None:
             return _lookup(key, kernel, db, device, source_hash, shape, record)
         return fallback
     now = time.monotonic()
@@ -364,11 +365,12 @@ def _recheck(
 
 def _refresh(load: _Load, kernel: str, now: float) -> None:
     """Re-read ``load``'s rows in a thread; they replace it in ``_loads`` when the re-read succeeds."""
+    # a re-read that hangs (bounded by the timeouts, but a file system may hang) is replaced later
+    hung_at = now + max(_retry_s(), 2 * PG_CONNECT_TIMEOUT_S)
     with _lock:  # only to decide who starts it
         if now < load.recheck_at or _loads.get(load.lkey) is not load:
             return  # another call started it
-        # a re-read that hangs (bounded by the timeouts, but a file system may hang) is replaced later
-        load.recheck_at = now + max(_retry_s(), 2 * PG_CONNECT_TIMEOUT_S)
+        load.recheck_at = hung_at
         refresh = load.refresh = _Load(now, now, load.where, load.warn_key, load.lkey, load.prepare)
     _start(refresh, kernel, replaces=load)
 
@@ -418,16 +420,10 @@ def _refresh_run(
     try:
         rows = prepare(load)
     except BaseException as e:
-        _warn_once(
-            ("refresh", load.warn_key, kernel),
-            kernel,
-            RuntimeError(
-                f"re-reading database {load.where} failed ({type(e).__name__}: {e}); the rows read before "
-                "stay in use and it is tried again later"
-            ),
-        )
+        retry_s = _retry_s()
+        _warn_refresh_once(load, kernel, e, retry_s)
         load.failed_at = time.monotonic()
-        replaces.recheck_at = load.failed_at + _retry_s()
+        replaces.recheck_at = load.failed_at + retry_s
         load.done.set()
         return
     load.recheck_at = time.monotonic() + _retry_s()
@@ -569,6 +565,27 @@ def _warn_once(what: tuple[str, ...], kernel: str, e: BaseException) -> None:
         "autotune: no tuned config for kernel %r (%s); using the default config. This warning is shown once.",
         kernel,
         reason,
+    )
+
+
+def _warn_refresh_once(load: _Load, kernel: str, e: BaseException, retry_s: float) -> None:
+    """A failed re-read: the rows read before still answer, so this is not ``_warn_once``'s "default"."""
+    what = ("refresh", load.warn_key, kernel)
+    with _lock:
+        if what in _warned:
+            return
+        _warned.add(what)
+    reason = f"{type(e).__name__}: {e}"
+    masker = getattr(sys.modules.get("autotune.store.urls"), "mask_secrets", None)
+    if masker is not None:
+        reason = masker(reason)
+    log.warning(
+        "autotune: re-reading %s for kernel %r failed (%.300s); the rows read before stay in use and it is "
+        "tried again every %g s (AUTOTUNE_LOOKUP_RETRY). This warning is shown once.",
+        load.where,
+        kernel,
+        reason,
+        retry_s,
     )
 
 
