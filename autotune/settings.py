@@ -58,7 +58,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_USE_NVIDIA_TOOLS": "1 under Nsight/Compute Sanitizer: the bench returns placeholders",
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
-    "AUTOTUNE_LOOKUP_RETRY": "seconds best_config remembers a failed database before retrying (default 60)",
+    "AUTOTUNE_LOOKUP_RETRY": "seconds between best_config's re-reads of the database: after a failed load, and for a shape that fell back (nearest or default), so new bests are used without a restart (default 60)",
     "AUTOTUNE_PRINT": "1: the @autotune drop-in prints the config it chose for each key once (as TRITON_PRINT_AUTOTUNING)",
     "AUTOTUNE_TRACE_STARTUP": "1: a search prints a timeline of its start-up and end (what ran in which process, when) on stderr",
     "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
@@ -238,7 +238,9 @@ def print_choices() -> bool:
 
 #: seconds best_config's first lookup of a (database, kernel, device) waits for its rows
 LOOKUP_TIMEOUT_S = 1.0
-#: seconds best_config remembers a failed database before one lookup tries again
+#: seconds best_config remembers a failed database before one lookup tries again; also the least time
+#: between two re-reads of a (database, kernel, device) for shapes that fell back (one knob: both say how
+#: often a process may go back to its database)
 LOOKUP_RETRY_S = 60.0
 
 

@@ -18,10 +18,16 @@ It runs inside users' programs, on the launch path, so:
 - no I/O happens under the module's lock: a slow database delays only the first lookups of ITS
   (database, kernel, device); every other lookup, in any thread, goes on;
 - every later call is a dict hit (the answer per shape is cached too);
+- a shape that fell back (nothing tuned for it: the nearest tuned shape or ``default``) is re-checked:
+  a call that finds its cached fallback older than ``AUTOTUNE_LOOKUP_RETRY`` seconds starts one re-read of
+  that (database, kernel, device)'s rows in the background and returns the fallback at once; once the
+  new rows arrive, the next call answers from them (e.g. with the best config a tuning service wrote
+  meanwhile). An exactly tuned answer is final: a hit never re-reads;
 - importing this module imports neither SQLAlchemy (loaded on the first call) nor optuna, alembic, typer
   or torch, and never initializes CUDA.
 
-The cache lives until ``clear_cache()`` (call it after tuning in the same process)."""
+The cache lives until ``clear_cache()`` (call it after tuning in the same process; tuned answers are
+never re-read otherwise)."""
 
 from __future__ import annotations
 
@@ -51,7 +57,8 @@ log = logging.getLogger(__name__)
 
 #: seconds the first lookup of a (database, kernel, device) waits for its rows [env: AUTOTUNE_LOOKUP_TIMEOUT]
 DEFAULT_TIMEOUT_S = settings.LOOKUP_TIMEOUT_S
-#: seconds a failed load is remembered before one lookup tries again [env: AUTOTUNE_LOOKUP_RETRY]
+#: seconds a failed load is remembered before one lookup tries again, and seconds between re-reads for
+#: a shape that fell back [env: AUTOTUNE_LOOKUP_RETRY]
 DEFAULT_RETRY_S = settings.LOOKUP_RETRY_S
 #: SQLite busy timeout of the lookup's connections (a locked file fails in this time, not in 60 s)
 SQLITE_BUSY_TIMEOUT_S = 0.25
@@ -71,13 +78,46 @@ _Answer = tuple[dict[str, Any], bool, str] | None
 EXACT, NEAREST, DEFAULT = "exact", "nearest", "default"
 
 
+class _Fallback:
+    """The cached answer of a shape the rows of ``load`` do not hold exactly: the nearest tuned shape's
+    (``answer``) or None (``default``). Unlike an exact answer (a plain tuple), it is re-checked: a call
+    that finds it answers again from newer rows, or starts a re-read of them when they are stale."""
+
+    __slots__ = ("answer", "load")
+
+    def __init__(self, answer: _Answer, load: _Load) -> None:
+        self.answer = answer
+        self.load = load
+
+
 class _Load:
     """One load of the rows of a (source, kernel, device), run in a thread; ``rows`` is None until it
     succeeded (pending or failed)."""
 
-    __slots__ = ("deadline", "done", "failed_at", "rows", "started", "url", "warn_key", "where")
+    __slots__ = (
+        "deadline",
+        "done",
+        "failed_at",
+        "lkey",
+        "prepare",
+        "recheck_at",
+        "refresh",
+        "rows",
+        "started",
+        "url",
+        "warn_key",
+        "where",
+    )
 
-    def __init__(self, started: float, deadline: float, where: str, warn_key: str) -> None:
+    def __init__(
+        self,
+        started: float,
+        deadline: float,
+        where: str,
+        warn_key: str,
+        lkey: tuple[str, str, str] = ("", "", ""),
+        prepare: Callable[[_Load], list[BestRecord]] | None = None,
+    ) -> None:
         self.started = started
         self.deadline = deadline  # the first caller waits until then
         self.done = threading.Event()
@@ -89,6 +129,14 @@ class _Load:
         self.where = where
         #: its warnings are shown once per (db as given, kernel), as those of the call itself
         self.warn_key = warn_key
+        self.lkey = lkey  # its key in _loads
+        self.prepare = prepare  # reads the rows (in a thread); a re-read calls it again
+        #: the re-read of these rows running (or last run) for a shape that fell back; None: none yet
+        self.refresh: _Load | None = None
+        #: when a shape that fell back on these rows may start a re-read of them (set when they arrive:
+        #: the retry interval later; pushed on while a re-read runs or after it failed). A plain float,
+        #: so that a cached fallback costs one clock read and one comparison
+        self.recheck_at = math.inf
 
     def due(self, now: float, retry_s: float) -> bool:
         """Whether a new load should replace this one: failed and the retry interval passed, or hung for
@@ -151,14 +199,22 @@ def best_config_match(
         except KeyError:
             answer = _lookup(key, kernel, db, device, source_hash, shape, record)
         else:
-            if type(answer) is _Load:  # waiting for rows, or their load failed
-                if answer.rows is None and not answer.due(time.monotonic(), _retry_s()):
-                    return default, DEFAULT, ""
-                answer = _lookup(key, kernel, db, device, source_hash, shape, record)
+            # a hit (an exactly tuned shape: a tuple) costs one type check here; the rest is for misses
+            if type(answer) is not tuple and answer is not None:
+                if type(answer) is _Fallback:
+                    load = answer.load
+                    if _loads.get(load.lkey) is not load or time.monotonic() >= load.recheck_at:
+                        answer = _recheck(answer, key, kernel, db, device, source_hash, shape, record)
+                elif answer.rows is None and not answer.due(time.monotonic(), _retry_s()):
+                    return default, DEFAULT, ""  # waiting for rows, or their load failed
+                else:
+                    answer = _lookup(key, kernel, db, device, source_hash, shape, record)
         if _misses and record is not False:  # recording, and some lookup fell back: count it
             _count_miss(key, record)
-        if answer is None or type(answer) is _Load:
-            return default, DEFAULT, ""
+        if type(answer) is not tuple:
+            if type(answer) is not _Fallback or answer.answer is None:
+                return default, DEFAULT, ""  # None, a _Load, or nothing near
+            answer = answer.answer
         config, flat, nearest = answer
         return (dict(config) if flat else copy.deepcopy(config)), NEAREST if nearest else EXACT, nearest
     except Exception as e:  # the promise: never raise into kernel code
@@ -207,7 +263,7 @@ def _lookup(
     source_hash: str | None,
     shape: dict,
     record: bool | str | None = None,
-) -> _Answer | _Load:
+) -> _Answer | _Load | _Fallback:
     device_name = current_device_name(device)
     source = db or settings.database() or ""
     if _is_export_file(source):
@@ -232,7 +288,13 @@ def _lookup(
     if load.rows is None:  # pending or failed: the default for now, from the cache
         _answers[key] = load
         return load
-    answer = _choose(kernel, load.rows, where, device_name, source_hash, shape)
+    answer: _Answer | _Fallback = _choose(kernel, load.rows, where, device_name, source_hash, shape)
+    if answer is None or answer[2]:  # nearest or nothing: re-checked later (a tuning may come)
+        answer = _Fallback(answer, load)
+    elif _misses:
+        # a recorded miss that a re-read found tuned is no miss any more: stop counting it (the lookups
+        # counted since the last flush go with it; the shape is served tuned, nothing waits on them)
+        _misses.pop(key, None)
     _answers[key] = answer
     _requests.consider(key, record, lookup_db, kernel, device_name, shape, load.rows)
     return answer
@@ -256,10 +318,10 @@ def _rows_of(
             load = _loads.get(lkey)
             if load is None or load is stale:
                 wait = _timeout_s() if stale is None else 0.0
-                load = _loads[lkey] = _Load(now, now + wait, *names)
+                load = _loads[lkey] = _Load(now, now + wait, *names, lkey, prepare)
                 start = True
         if start:
-            _start(load, kernel, prepare)
+            _start(load, kernel)
     if not load.done.is_set():
         remaining = load.deadline - time.monotonic()
         if remaining > 0:
@@ -276,8 +338,52 @@ def _rows_of(
     return load
 
 
-def _start(load: _Load, kernel: str, prepare: Callable[[_Load], list[BestRecord]]) -> None:
+def _recheck(
+    fallback: _Fallback,
+    key: tuple[Any, ...],
+    kernel: str,
+    db: str | None,
+    device: str,
+    source_hash: str | None,
+    shape: dict,
+    record: bool | str | None,
+) -> _Answer | _Load | _Fallback:
+    """A cached fallback, asked again: answered from newer rows when a re-read brought some; else, when
+    its rows are stale, one re-read starts in the background (never waited for) and the fallback stands."""
+    load = fallback.load
+    current = _loads.get(load.lkey)
+    if current is not load:
+        # newer rows arrived: answer from them; or clear_cache() ran meanwhile: a first lookup again
+        if current is None or current.rows is not None:
+            return _lookup(key, kernel, db, device, source_hash, shape, record)
+        return fallback
+    now = time.monotonic()
+    if now >= load.recheck_at:
+        _refresh(load, kernel, now)
+    return fallback
+
+
+def _refresh(load: _Load, kernel: str, now: float) -> None:
+    """Re-read ``load``'s rows in a thread; they replace it in ``_loads`` when the re-read succeeds."""
+    # a re-read that hangs (bounded by the timeouts, but a file system may hang) is replaced later
+    hung_at = now + max(_retry_s(), 2 * PG_CONNECT_TIMEOUT_S)
+    with _lock:  # only to decide who starts it
+        if now < load.recheck_at or _loads.get(load.lkey) is not load:
+            return  # another call started it
+        load.recheck_at = hung_at
+        refresh = load.refresh = _Load(now, now, load.where, load.warn_key, load.lkey, load.prepare)
+    _start(refresh, kernel, replaces=load)
+
+
+def _start(load: _Load, kernel: str, replaces: _Load | None = None) -> None:
+    """Run ``load`` in a thread; ``replaces``: the loaded rows it re-reads (kept when it fails)."""
+    prepare = load.prepare
+    assert prepare is not None
+
     def run() -> None:
+        if replaces is not None:
+            _refresh_run(load, replaces, kernel, prepare)
+            return
         try:
             rows = prepare(load)
         except BaseException as e:  # e.g. no driver installed: fails the same way until the retry
@@ -288,14 +394,43 @@ def _start(load: _Load, kernel: str, prepare: Callable[[_Load], list[BestRecord]
     try:
         threading.Thread(target=run, name=f"autotune-lookup-{kernel}", daemon=True).start()
     except RuntimeError:  # no new threads (interpreter shutting down): load here, bounded by the timeouts
-        run()
+        if replaces is None:
+            run()
+        else:  # a re-read is never worth blocking the caller: counted as failed, tried again later
+            load.failed_at = time.monotonic()
+            replaces.recheck_at = load.failed_at + _retry_s()
+            load.done.set()
 
 
 def _finish(load: _Load, rows: list[BestRecord] | None, kernel: str, error: BaseException | None) -> None:
+    now = time.monotonic()
+    load.recheck_at = now + _retry_s()
     if error is not None:
         _warn_once((load.warn_key, kernel), kernel, error)
-        load.failed_at = time.monotonic()
+        load.failed_at = now
     load.rows = rows
+    load.done.set()
+
+
+def _refresh_run(
+    load: _Load, replaces: _Load, kernel: str, prepare: Callable[[_Load], list[BestRecord]]
+) -> None:
+    """A re-read: on success its rows replace ``replaces`` (unless clear_cache() or another load came
+    first); on failure the rows loaded before stay in use, and the next re-read waits the retry interval."""
+    try:
+        rows = prepare(load)
+    except BaseException as e:
+        retry_s = _retry_s()
+        _warn_refresh_once(load, kernel, e, retry_s)
+        load.failed_at = time.monotonic()
+        replaces.recheck_at = load.failed_at + retry_s
+        load.done.set()
+        return
+    load.recheck_at = time.monotonic() + _retry_s()
+    load.rows = rows
+    with _lock:
+        if _loads.get(load.lkey) is replaces:
+            _loads[load.lkey] = load
     load.done.set()
 
 
@@ -433,6 +568,27 @@ def _warn_once(what: tuple[str, ...], kernel: str, e: BaseException) -> None:
     )
 
 
+def _warn_refresh_once(load: _Load, kernel: str, e: BaseException, retry_s: float) -> None:
+    """A failed re-read: the rows read before still answer, so this is not ``_warn_once``'s "default"."""
+    what = ("refresh", load.warn_key, kernel)
+    with _lock:
+        if what in _warned:
+            return
+        _warned.add(what)
+    reason = f"{type(e).__name__}: {e}"
+    masker = getattr(sys.modules.get("autotune.store.urls"), "mask_secrets", None)
+    if masker is not None:
+        reason = masker(reason)
+    log.warning(
+        "autotune: re-reading %s for kernel %r failed (%.300s); the rows read before stay in use and it is "
+        "tried again every %g s (AUTOTUNE_LOOKUP_RETRY). This warning is shown once.",
+        load.where,
+        kernel,
+        reason,
+        retry_s,
+    )
+
+
 def _warn_unknown_dims(kernel: str, want: dict[str, int], rows: list[BestRecord]) -> None:
     """A dimension name no tuned shape of the kernel has (``KK=256`` for ``K``) is a typo in the caller's
     code that would silently give the default config forever: say so once per kernel and set of names."""
@@ -540,6 +696,9 @@ def _forget_loads_in_child() -> None:
     for lkey, load in list(_loads.items()):
         if not load.done.is_set():
             del _loads[lkey]
+        elif load.refresh is not None and not load.refresh.done.is_set():
+            load.refresh = None  # its thread did not come along: the next fallback starts another
+            load.recheck_at = 0.0
     for key, answer in list(_answers.items()):
         if type(answer) is _Load and not answer.done.is_set():
             del _answers[key]

@@ -16,10 +16,11 @@ On the first launch for a key value, the key's argument values become the shape 
 one -- is launched, and kept for that key value (a dict hit per launch after the first). When nothing is
 tuned, ``fallback`` decides: ``"first"`` (the first listed config; the default), ``"default"`` (the
 ``default=`` config) or ``"triton"`` (Triton's own autotuning of the listed configs, as
-``@triton.autotune`` would, benchmarked once per key in this process). A miss is asked again every
-``RECHECK_S`` seconds, so rows that arrive later (the lookup's first load waits at most
-``AUTOTUNE_LOOKUP_TIMEOUT``) are used; with miss recording on (see ``best_config``) the lookup records
-the miss, for a nightly job to tune.
+``@triton.autotune`` would, benchmarked once per key in this process). A miss (and a nearest answer) is
+asked again every ``RECHECK_S`` seconds, so rows that arrive later (the lookup's first load waits at most
+``AUTOTUNE_LOOKUP_TIMEOUT``; for a shape that fell back it re-reads the database every
+``AUTOTUNE_LOOKUP_RETRY`` seconds) are used without a restart; with miss recording on (see ``best_config``)
+the lookup records the miss, for a nightly job or ``autotune serve`` to tune.
 
 It never re-benchmarks what the database answers and never raises because of the database: a
 missing, broken, locked or unreachable database is the fallback (``best_config`` logs one warning), and
@@ -197,7 +198,10 @@ class DatabaseAutotuner(KernelInterface):
             except Exception as e:  # best_config never raises; this guards our own conversion too
                 log.warning("autotune: lookup of kernel %r failed (%s); using the fallback", self.kernel, e)
         if config is not None:
-            choice = _Choice(config, match, tuned_shape=tuned_shape)
+            # an exact answer is final; a nearest one is asked again, as a miss is: the lookup re-reads
+            # the database for it (every AUTOTUNE_LOOKUP_RETRY s), so a tuning of this very shape is used
+            recheck = time.monotonic() + RECHECK_S if match == "nearest" else 0.0
+            choice = _Choice(config, match, recheck, tuned_shape)
         else:
             fallback = self._fallback
             # asked again later: the database may still be loading (or be tuned meanwhile); a key that

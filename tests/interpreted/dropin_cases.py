@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +271,28 @@ def test_a_miss_is_asked_again_and_later_rows_are_used(mod, tuned_db, tmp_path, 
     lookup.clear_cache()
     launch(tuned, **TUNED)
     assert tuned.last_source == "exact" and config_dict(tuned.best_config) == stored_best(tuned_db)
+
+
+def test_a_nearest_answer_gives_way_to_a_later_exact_best_without_a_restart(
+    mod, tuned_db, tmp_path, monkeypatch
+) -> None:
+    """A key served by the nearest tuned shape launches the config tuned for it once it exists (e.g. tuned
+    by `autotune serve` from the recorded miss), in the same process and without clear_cache()."""
+    import autotune.runtime.triton_autotune as dropin_mod
+
+    monkeypatch.setenv("AUTOTUNE_LOOKUP_RETRY", "0")
+    monkeypatch.setattr(dropin_mod, "RECHECK_S", 0.0)
+    shutil.copy(tuned_db.removeprefix("sqlite:///"), tmp_path / "later.db")
+    url = f"sqlite:///{tmp_path / 'later.db'}"
+    tuned = dropin(mod, db=url)
+    launch(tuned, 4, 40)
+    assert tuned.last_source == "nearest"
+    search(url, shape={"n_rows": 4, "n_cols": 40}, trials=2)
+    end = time.monotonic() + 120
+    while tuned.last_source != "exact" and time.monotonic() < end:
+        launch(tuned, 4, 40)  # the lookup re-reads in the background; the launch never waits for it
+        time.sleep(0.05)
+    assert tuned.last_source == "exact"
 
 
 # ---------------------------------------------------------------- recording misses
