@@ -25,6 +25,9 @@ class ShapeRequest:
     count: int
     first_seen: datetime
     last_seen: datetime
+    #: its place in the ``autotune serve`` queue (``store.services``) and why it was refused
+    status: str = "queued"
+    message: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,124 @@
+"""``autotune serve`` (the tuning service, ``autotune.service``) and ``autotune request`` (queue a shape for
+it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from autotune.cli.common import DbOption, ShapesOption, opt_help, out
+from autotune.errors import SettingsError
+
+app = typer.Typer()
+
+KernelsOption = Annotated[
+    list[Path],
+    typer.Option(
+        "--kernels",
+        help="Kernel file, or folder of kernel files, the service may run (repeatable); requests for any "
+        "other kernel are refused",
+    ),
+]
+DevicesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--devices",
+        "--device",
+        help=opt_help(
+            "cuda, cuda:N, cuda:0,cuda:1, all or cpu", env="AUTOTUNE_DEVICES", default="cuda if present"
+        ),
+    ),
+]
+LogFormatOption = Annotated[
+    str, typer.Option("--log-format", help="text, or json: one JSON object per line (log collectors)")
+]
+
+
+def kernel_files(given: list[Path]) -> list[Path]:
+    """The files of ``--kernels``: a folder stands for its ``*.py`` files (not ``_private.py`` ones)."""
+    files: list[Path] = []
+    for p in given:
+        if p.is_dir():
+            found = sorted(f for f in p.glob("*.py") if not f.name.startswith("_"))
+            if not found:
+                raise SettingsError(f"--kernels {p}: no kernel files (*.py) in this folder")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise SettingsError(f"--kernels {p}: no such kernel file or folder")
+    if not files:
+        raise SettingsError("--kernels: give at least one kernel file")
+    return files
+
+
+@app.command()
+def serve(
+    kernels: KernelsOption,
+    db: DbOption = None,
+    devices: DevicesOption = None,
+    log_format: LogFormatOption = "text",
+) -> None:
+    """Tune the shapes production asks for: keep the workers of each kernel file warm and work the queue
+    of requests in the database (recorded best_config misses, `autotune request`) until SIGTERM.
+
+    Run one per GPU host (or per GPU); any number share one database."""
+    from autotune.service.events import FORMATS, EventLog
+    from autotune.settings import SearchSettings, serve_settings
+
+    if log_format not in FORMATS:
+        raise SettingsError(f"--log-format {log_format!r}: choose text or json")
+    files = kernel_files(kernels)
+    settings = SearchSettings.from_options(devices=devices)
+    timing = serve_settings()
+    from autotune.service.loop import Service
+    from autotune.store import Store
+
+    store = Store.open(db, create=True)
+    try:
+        Service(files, store, settings, timing, EventLog(log_format)).run()
+    finally:
+        store.close()
+
+
+@app.command()
+def request(
+    file: Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL: its name is what is queued")],
+    shape: ShapesOption = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            help="cpu, cuda or cuda:N: the device whose model is asked for (default: cuda if present)"
+        ),
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Queue shapes of FILE's kernel for `autotune serve` (a running service tunes them; one that is done
+    or refused is queued again)."""
+    from autotune.shapes import check_shape, format_shape
+    from autotune.tuning.tuner import parse_shapes
+
+    parsed = parse_shapes(shape)
+    if not parsed:
+        raise SettingsError("give at least one --shape, e.g. --shape M=4096,N=7168,K=2048")
+    if device is not None and device != "cpu" and not device.startswith("cuda"):
+        raise SettingsError(f"--device {device!r}: choose cpu, cuda or cuda:N")
+    if not file.is_file():
+        raise SettingsError(f"{file}: no such kernel file")
+    from autotune.env import current_device_name
+    from autotune.kernel.contract import load_kernel_file
+    from autotune.store import Store
+
+    loaded = load_kernel_file(file)  # the file the user named here; a service loads only its own
+    shapes = [check_shape(s, loaded.shape_params) for s in parsed]
+    device_name = current_device_name(device or "")
+    with Store.open(db, create=True) as store:
+        for s in shapes:
+            # dtypes "": the kernel's declared ones, as a recorded miss that names none (one row for both)
+            request_id = store.services.enqueue(loaded.name, s, format_shape(s), device_name)
+            out.print(
+                f"queued {loaded.name} {format_shape(s)} on {device_name} (request {request_id})",
+                highlight=False,
+            )
