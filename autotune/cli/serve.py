@@ -4,12 +4,15 @@ it)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from autotune.cli.common import DbOption, ShapesOption, opt_help, out
 from autotune.errors import SettingsError
+
+if TYPE_CHECKING:
+    from autotune.store import Service, Store
 
 app = typer.Typer()
 
@@ -122,3 +125,44 @@ def request(
                 f"queued {loaded.name} {format_shape(s)} on {device_name} (request {request_id})",
                 highlight=False,
             )
+
+
+def print_services(store: Store, fmt: str) -> None:
+    """``autotune show --services``: every service row; one that stopped beating for a lease is ``dead``
+    (killed with -9, or its host lost: its request is taken over by another)."""
+    import json
+    from dataclasses import asdict
+
+    from rich.table import Table
+
+    from autotune.settings import serve_settings
+    from autotune.store.models import utcnow
+
+    now, lease_s = utcnow(), serve_settings().lease_s
+    rows = store.services.listed()
+
+    def state(x: Service) -> str:
+        return x.state if x.state == "stopped" or x.alive(now, lease_s) else "dead"
+
+    if fmt == "json":
+        data = [asdict(x) | {"state": state(x)} for x in rows]
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    table = Table(title=f"autotune services in {store.masked_url}")
+    for col in ("host", "pid", "device", "devices", "kernels", "state", "request", "started", "last beat"):
+        table.add_column(col)
+    for x in rows:
+        table.add_row(
+            x.host,
+            str(x.pid),
+            x.device_name or "-",
+            x.devices,
+            ", ".join(x.kernels) or "-",
+            state(x),
+            str(x.request_id) if x.request_id is not None else "-",
+            x.started.strftime("%Y-%m-%d %H:%M:%S"),
+            f"{(now - x.last_beat).total_seconds():.0f} s ago",
+        )
+    out.print(table)
+    if not rows:
+        out.print("no service has run against this database: start one with `autotune serve --kernels FILE`")
