@@ -114,8 +114,8 @@ def _request(r: ShapeRequestRow) -> ShapeRequest:
     values = {f.name: getattr(r, f.name) for f in fields(ShapeRequest)}
     # anyone with write access may have stored anything JSON holds (``autotune serve`` refuses such rows):
     # reading it never raises
-    dims = r.dims if isinstance(r.dims, dict) else {}
-    values["dims"] = {str(k): int(v) if isinstance(v, int) else v for k, v in dims.items()}
+    if isinstance(r.dims, dict):
+        values["dims"] = {str(k): int(v) if isinstance(v, int) else v for k, v in r.dims.items()}
     values["count"] = int(r.count)
     values["first_seen"], values["last_seen"] = from_db_time(r.first_seen), from_db_time(r.last_seen)
     return ShapeRequest(**values)

@@ -52,6 +52,7 @@ def requests_table(store: StoreReader) -> Any:
         "first seen",
         "last seen",
         "skipped because",
+        "serve queue",
     ):
         table.add_column(col)
     for r in rows:
@@ -64,6 +65,7 @@ def requests_table(store: StoreReader) -> Any:
             r.first_seen.strftime("%Y-%m-%d %H:%M:%S"),
             r.last_seen.strftime("%Y-%m-%d %H:%M:%S"),
             request_reason(r, params.get(r.kernel_name), runs) or "-",
+            r.status + (f": {r.message[:80]}" if r.status == "refused" and r.message else ""),
         )
     if not rows:
         table.caption = (
