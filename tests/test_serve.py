@@ -217,6 +217,21 @@ def test_sigterm_hands_the_request_back_and_exits_0(db_url, tmp_path):
         assert [s.state for s in store.services.listed()] == ["stopped"]
 
 
+@pytest.mark.postgres
+def test_an_idle_service_on_postgres_wakes_on_notify_not_on_its_poll(pg_url, tmp_path):
+    service = Served(tmp_path, pg_url, [TINY], env={"AUTOTUNE_SERVE_POLL": "600"})
+    try:
+        service.wait_event("serving")
+        queued = _cli("request", str(TINY), "--shape", "N=20", "--device", "cpu", "--db", pg_url)
+        assert queued.returncode == 0, queued.stderr
+        service.wait_event("tuned", shape="N=20")  # long before the 600 s poll
+        with Store(pg_url) as store:  # a recorded miss (the lookup's flush) wakes it too
+            _miss(store, "tiny", {"N": 12}, _cpu_name())
+        service.wait_event("tuned", shape="N=12")
+    finally:
+        assert service.stop() == 0, service.log_text()
+
+
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_three_services_tune_every_miss_once_and_take_over_a_killed_one(pg_url, tmp_path):

@@ -55,6 +55,7 @@ class Service:
         self._in_search = False
         self._interrupted = False
         self._beats: threading.Thread | None = None
+        self._listener: Any = None
 
     # ------------------------------------------------------------------ the whole life
 
@@ -66,9 +67,10 @@ class Service:
             self._start()
             self._beats = threading.Thread(target=self._beat_loop, name="autotune-serve-beat", daemon=True)
             self._beats.start()
+            self._listener = _quietly(self.store.services.listen, self.log, "listen-failed")
             while not self.stop.is_set():
                 if not self.step():
-                    self.stop.wait(self.serve.poll_s)
+                    self._idle()
         except ServiceStopping:
             pass
         finally:
@@ -110,9 +112,27 @@ class Service:
         self.state = "idle"
         self.log("serving", device=self.device_name, kernels=",".join(self.tuners), db=self.store.masked_url)
 
+    def _idle(self) -> None:
+        """Wait for work: a NOTIFY (Postgres) or the next poll, in slices of at most a second so that
+        SIGTERM is seen at once."""
+        deadline = time.monotonic() + self.serve.poll_s
+        while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            if self._listener is None:
+                self.stop.wait(min(left, 1.0))
+                continue
+            try:
+                if self._listener.wait(min(left, 1.0)):
+                    return
+            except Exception as e:  # the connection broke: poll from now on
+                self.log("listen-failed", f"polling every {self.serve.poll_s} s: {e}")
+                self._listener.close()
+                self._listener = None
+
     def _shutdown(self) -> None:
         """Hand back the request in flight and every claim, close the workers, say ``stopped``."""
         self.stop.set()
+        if self._listener is not None:
+            self._listener.close()
         if self._beats is not None:
             self._beats.join(timeout=5)
         services, claims = self.store.services, self.store.claims
@@ -218,10 +238,10 @@ class Service:
         self.log(event, message, request=work.id, kernel=work.kernel_name, shape=work.shape_key, **fields)
 
 
-def _quietly(fn: Any, log: EventLog) -> Any:
+def _quietly(fn: Any, log: EventLog, event: str = "shutdown-step-failed") -> Any:
     """Shutdown steps each run even when one fails (the database may be the reason for stopping)."""
     try:
         return fn()
     except Exception as e:
-        log("shutdown-step-failed", str(e))
+        log(event, str(e))
         return None

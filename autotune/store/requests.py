@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from autotune.store.database import Database
@@ -77,6 +77,8 @@ class Requests:
                             s.add(_request_row(c))
                     except IntegrityError:
                         s.execute(bump)
+                if not self.db.is_sqlite:  # wake idle `autotune serve` processes (store.services.CHANNEL)
+                    s.execute(text("SELECT pg_notify('autotune_requests', '')"))
 
         self.db.retrying(attempt)
 

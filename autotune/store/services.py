@@ -6,7 +6,9 @@ a row added by ``autotune request`` is ``queued`` work for a service serving tha
   service: Postgres skips rows another taker has locked (``FOR UPDATE SKIP LOCKED``), and on every backend
   the UPDATE is conditional on the row's state still allowing the take, so exactly one taker wins;
 - ``beat`` renews the service's heartbeat and the lease of its running request in one transaction;
-- ``finish`` marks a request done or refused, ``hand_back`` puts it back in the queue (SIGTERM)."""
+- ``finish`` marks a request done or refused, ``hand_back`` puts it back in the queue (SIGTERM);
+- on Postgres every write that queues work sends a NOTIFY on ``CHANNEL`` (``notify``), which an idle
+  service waits for (``Listener``) instead of polling alone."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, or_, select, text, update
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from autotune.store.claims import Owner
@@ -22,6 +25,37 @@ from autotune.store.database import Database
 from autotune.store.models import ServiceRow, ShapeRequestRow, utcnow
 from autotune.store.requests import RequestCount, Requests
 from autotune.store.rows import from_db_time
+
+#: the Postgres channel that says "a request was queued"
+CHANNEL = "autotune_requests"
+
+
+def notify(s: Session, db: Database) -> None:
+    """Wake the idle services (Postgres: delivered when ``s`` commits; SQLite: nothing, they poll)."""
+    if not db.is_sqlite:
+        s.execute(text(f"SELECT pg_notify('{CHANNEL}', '')"))
+
+
+class Listener:
+    """A connection LISTENing on ``CHANNEL`` (Postgres only): ``wait`` returns early on a NOTIFY."""
+
+    def __init__(self, db: Database) -> None:
+        self._raw = db.engine.raw_connection()
+        self._conn: Any = self._raw.driver_connection
+        self._conn.autocommit = True
+        self._conn.execute(f"LISTEN {CHANNEL}")
+
+    def wait(self, timeout_s: float) -> bool:
+        """True when notified within ``timeout_s``."""
+        for _ in self._conn.notifies(timeout=timeout_s, stop_after=1):
+            return True
+        return False
+
+    def close(self) -> None:
+        try:
+            self._raw.invalidate()  # a LISTENing connection must not go back to the pool
+        except Exception:
+            pass
 
 
 @dataclass(frozen=True)
@@ -167,6 +201,7 @@ class Services:
                 .where(*ident, ShapeRequestRow.status != "running")
                 .values(status="queued", owner=None, lease_until=None, message=None)
             )
+            notify(s, self.db)
             return int(s.scalars(select(ShapeRequestRow.id).where(*ident)).one())
 
     @staticmethod
@@ -175,6 +210,10 @@ class Services:
             ShapeRequestRow.status == "queued",
             and_(ShapeRequestRow.status == "running", ShapeRequestRow.lease_until < now),
         )
+
+    def listen(self) -> Listener | None:
+        """A NOTIFY listener on Postgres; None on SQLite (the service polls)."""
+        return None if self.db.is_sqlite else Listener(self.db)
 
     def take(self, owner: Owner, kernels: list[str], device_name: str, *, lease_s: float) -> Work | None:
         """One request for one of ``kernels`` on ``device_name``, now ``running`` under ``owner``'s lease;
@@ -260,6 +299,7 @@ class Services:
                 .where(ShapeRequestRow.owner == owner.id, ShapeRequestRow.status == "running")
                 .values(status="queued", owner=None, lease_until=None)
             )
+            notify(s, self.db)
             return int(res.rowcount or 0)
 
     def status_of(self, request_id: int) -> tuple[str, str | None]:
