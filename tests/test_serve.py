@@ -129,6 +129,29 @@ def _wait_requests(store: Store, done: int) -> list:
     )
 
 
+def test_the_queue_gives_a_request_to_one_taker_until_its_lease_expires(db_url):
+    from autotune.store import Owner
+
+    cpu, a, b = _cpu_name(), Owner(), Owner()
+    with Store.open(db_url, create=True) as store:
+        first = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu)
+        second = store.services.enqueue("tiny", {"N": 9}, "N=9", cpu)
+        assert store.services.take(a, ["other"], cpu, lease_s=60) is None  # not a kernel a serves
+        assert store.services.take(a, ["tiny"], "another GPU", lease_s=60) is None
+        got_a = store.services.take(a, ["tiny"], cpu, lease_s=0.01)
+        got_b = store.services.take(b, ["tiny"], cpu, lease_s=60)
+        assert {got_a.id, got_b.id} == {first, second}
+        time.sleep(0.05)  # a's lease expires (as when a is killed with -9): b takes a's request over
+        again = store.services.take(b, ["tiny"], cpu, lease_s=60)
+        assert again is not None and again.id == got_a.id
+        assert store.services.take(a, ["tiny"], cpu, lease_s=60) is None  # nothing left
+        assert not store.services.finish(got_a.id, a, "done", "late")  # no longer a's
+        assert store.services.finish(got_a.id, b, "done", "tuned")
+        assert store.services.status_of(got_a.id) == ("done", "tuned")
+        assert store.services.hand_back(b) == 1  # b's other request, back in the queue
+        assert store.services.status_of(got_b.id)[0] == "queued"
+
+
 def test_a_requested_shape_is_tuned_and_autotune_best_returns_it(db_url, tmp_path):
     queued = _cli("request", str(MATMUL), "--shape", "M=64,N=64,K=32", "--device", "cpu", "--db", db_url)
     assert queued.returncode == 0 and "queued matmul_cpu M=64,N=64,K=32" in queued.stdout, queued.stderr
@@ -207,6 +230,9 @@ def test_sigterm_hands_the_request_back_and_exits_0(db_url, tmp_path):
             while not any(store.trials.counts(k.key_id) for k in store.history.key_states()):
                 assert time.monotonic() < deadline, service.log_text()
                 time.sleep(0.2)  # the default config measured: the search is in its loop
+        service.proc.send_signal(signal.SIGHUP)  # logged, ignored: the search goes on
+        service.wait_event("reload")
+        assert service.proc.poll() is None
     finally:
         assert service.stop() == 0, service.log_text()
     assert [e["event"] for e in service.events()][-2:] == ["handed-back", "stopped"]

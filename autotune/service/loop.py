@@ -61,6 +61,8 @@ class Service:
 
     def run(self) -> None:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        # SIGHUP's default ends the process: a `systemctl reload` must not (there is no job file to reload)
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         self.store.services.register(self.owner, devices=self.settings.devices or "default")
         self.log("starting", owner=self.owner.id, kernels=",".join(str(f) for f in self.kernel_files))
         try:
@@ -86,6 +88,9 @@ class Service:
         if self._in_search and not self._interrupted:
             self._interrupted = True
             raise ServiceStopping()
+
+    def _on_hangup(self, signum: int, frame: Any) -> None:
+        self.log("reload", "nothing to reload: the service has no job file; kernel files load at start only")
 
     def _start(self) -> None:
         from autotune.tuning.tuner import Tuner
