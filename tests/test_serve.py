@@ -129,6 +129,18 @@ def _wait_requests(store: Store, done: int) -> list:
     )
 
 
+def _expire(store: Store, request_id: int) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from autotune.store.models import ShapeRequestRow
+
+    past = datetime.now(timezone.utc) - timedelta(seconds=1)
+    with store.db.session(write=True) as s:
+        s.execute(update(ShapeRequestRow).where(ShapeRequestRow.id == request_id).values(lease_until=past))
+
+
 def test_the_queue_gives_a_request_to_one_taker_until_its_lease_expires(db_url):
     from autotune.store import Owner
 
@@ -138,10 +150,11 @@ def test_the_queue_gives_a_request_to_one_taker_until_its_lease_expires(db_url):
         second = store.services.enqueue("tiny", {"N": 9}, "N=9", cpu)
         assert store.services.take(a, ["other"], cpu, lease_s=60) is None  # not a kernel a serves
         assert store.services.take(a, ["tiny"], "another GPU", lease_s=60) is None
-        got_a = store.services.take(a, ["tiny"], cpu, lease_s=0.01)
+        got_a = store.services.take(a, ["tiny"], cpu, lease_s=60)
         got_b = store.services.take(b, ["tiny"], cpu, lease_s=60)
         assert {got_a.id, got_b.id} == {first, second}
-        time.sleep(0.05)  # a's lease expires (as when a is killed with -9): b takes a's request over
+        assert store.services.take(b, ["tiny"], cpu, lease_s=60) is None  # both taken, leases live
+        _expire(store, got_a.id)  # a's lease runs out (a was killed with -9 on another host)
         again = store.services.take(b, ["tiny"], cpu, lease_s=60)
         assert again is not None and again.id == got_a.id
         assert store.services.take(a, ["tiny"], cpu, lease_s=60) is None  # nothing left
@@ -150,6 +163,24 @@ def test_the_queue_gives_a_request_to_one_taker_until_its_lease_expires(db_url):
         assert store.services.status_of(got_a.id) == ("done", "tuned")
         assert store.services.hand_back(b) == 1  # b's other request, back in the queue
         assert store.services.status_of(got_b.id)[0] == "queued"
+
+
+def test_a_request_nobody_serves_is_refused_and_queued_again_when_a_service_for_it_starts(db_url):
+    from autotune.store import Owner
+
+    cpu, a, b = _cpu_name(), Owner(), Owner()
+    with Store.open(db_url, create=True) as store:
+        other = store.services.enqueue("other", {"N": 8}, "N=8", cpu)
+        store.services.register(a, devices="cpu")
+        assert store.services.refuse_unserved(a, cpu, lease_s=60) == []  # a is still starting
+        store.services.started(a, device_name=cpu, kernels=["tiny"])
+        assert [w.id for w in store.services.refuse_unserved(a, cpu, lease_s=60)] == [other]
+        assert store.services.status_of(other)[0] == "refused"
+        store.services.register(b, devices="cpu")
+        store.services.started(b, device_name=cpu, kernels=["other"])
+        assert store.services.status_of(other) == ("queued", None)
+        assert store.services.refuse_unserved(a, cpu, lease_s=60) == []  # b serves it now
+        assert store.services.take(b, ["other"], cpu, lease_s=60).id == other
 
 
 def test_a_requested_shape_is_tuned_and_autotune_best_returns_it(db_url, tmp_path):
@@ -267,7 +298,14 @@ def test_three_services_tune_every_miss_once_and_take_over_a_killed_one(pg_url, 
         for dims in shapes:
             _miss(store, "tiny", dims, cpu)
     # the victim's compiles wait on a gate nobody opens: it is mid-request when it is killed
-    victim = Served(tmp_path, pg_url, [TINY], env={"TINY_GATE": str(tmp_path / "gate")}, n=0)
+    # and its lease outlives the test: its request is taken over because its pid is gone (same host)
+    victim = Served(
+        tmp_path,
+        pg_url,
+        [TINY],
+        env={"TINY_GATE": str(tmp_path / "gate"), "AUTOTUNE_SERVE_LEASE": "3600"},
+        n=0,
+    )
     taken = victim.wait_event("tuning")
     others = [Served(tmp_path, pg_url, [TINY], n=i) for i in (1, 2)]
     try:

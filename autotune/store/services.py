@@ -20,7 +20,7 @@ from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from autotune.store.claims import Owner
+from autotune.store.claims import Owner, owner_id_dead
 from autotune.store.database import Database
 from autotune.store.models import ServiceRow, ShapeRequestRow, utcnow
 from autotune.store.requests import RequestCount, Requests
@@ -28,6 +28,8 @@ from autotune.store.rows import from_db_time
 
 #: the Postgres channel that says "a request was queued"
 CHANNEL = "autotune_requests"
+#: why a request for a kernel no live service runs is refused (queued again when one starts that runs it)
+UNSERVED = "no service runs this kernel (a service runs only the kernel files it started with)"
 
 
 def notify(s: Session, db: Database) -> None:
@@ -117,11 +119,22 @@ class Services:
             )
 
     def started(self, owner: Owner, *, device_name: str, kernels: list[str]) -> None:
+        """The service serves ``kernels`` now: requests refused because nobody ran them are queued again."""
         with self.db.session(write=True) as s:
             s.execute(
                 update(ServiceRow)
                 .where(ServiceRow.owner == owner.id)
                 .values(device_name=device_name, kernels=list(kernels), state="idle", last_beat=utcnow())
+            )
+            s.execute(
+                update(ShapeRequestRow)
+                .where(
+                    ShapeRequestRow.kernel_name.in_(list(kernels)),
+                    ShapeRequestRow.device_name == device_name,
+                    ShapeRequestRow.status == "refused",
+                    ShapeRequestRow.message == UNSERVED,
+                )
+                .values(status="queued", owner=None, message=None)
             )
 
     def beat(self, owner: Owner, *, state: str, request_id: int | None, lease_s: float) -> None:
@@ -220,6 +233,7 @@ class Services:
         None when there is none. Most asked-for first."""
         if not kernels:
             return None
+        self._requeue_dead(owner)
 
         def attempt() -> Work | None:
             now = utcnow()
@@ -248,6 +262,28 @@ class Services:
                 return Work(row.id, row.kernel_name, row.shape_key, row.dims, row.dtypes_key, row.device_name)
 
         return self.db.retrying(attempt)
+
+    def _requeue_dead(self, me: Owner) -> None:
+        """Queue again the running requests of services known dead (a process of this host and pid
+        namespace that is gone: killed with -9), without waiting for their lease."""
+        with self.db.session() as s:
+            running = s.execute(
+                select(ShapeRequestRow.id, ShapeRequestRow.owner).where(ShapeRequestRow.status == "running")
+            ).all()
+        dead = [(i, o) for i, o in running if o and owner_id_dead(o, me)]
+        if not dead:
+            return
+        with self.db.session(write=True) as s:
+            for request_id, dead_owner in dead:  # still that owner's: nobody took it over meanwhile
+                s.execute(
+                    update(ShapeRequestRow)
+                    .where(
+                        ShapeRequestRow.id == request_id,
+                        ShapeRequestRow.owner == dead_owner,
+                        ShapeRequestRow.status == "running",
+                    )
+                    .values(status="queued", owner=None, lease_until=None)
+                )
 
     def finish(self, request_id: int, owner: Owner, status: str, message: str) -> bool:
         """Mark ``owner``'s request ``done`` or ``refused``; False when it is no longer ours (its lease
