@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.errors import DatabaseUnreachableError, SettingsError
+from autotune.errors import DatabaseUnreachableError, SettingsError, StoreError
 from autotune.service.events import EventLog
 from autotune.service.validate import Refusal, check_dtypes, checked_shape
 from autotune.settings import SearchSettings, ServeSettings
@@ -70,8 +70,17 @@ class Service:
             self._beats = threading.Thread(target=self._beat_loop, name="autotune-serve-beat", daemon=True)
             self._beats.start()
             self._listener = _quietly(self.store.services.listen, self.log, "listen-failed")
+            said = ""
             while not self.stop.is_set():
-                if not self.step():
+                try:
+                    worked = self.step()
+                    said = ""
+                except StoreError as e:  # the database is away or refuses: say so once, keep trying
+                    worked = False
+                    if str(e) != said:
+                        said = str(e)
+                        self.log("database-failed", f"{e}; trying again every {self.serve.poll_s} s")
+                if not worked:
                     self._idle()
         except ServiceStopping:
             pass
