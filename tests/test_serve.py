@@ -219,6 +219,31 @@ def _already(service: Served) -> str:
     return "<no second tuned event>"
 
 
+def test_a_miss_recorded_by_best_config_is_tuned_by_the_service(sqlite_url, tmp_path):
+    """The production loop: a lookup falls back and records the shape; the service tunes it; a fresh lookup
+    of the same process returns the tuned config."""
+    from autotune.runtime import requests_log
+    from autotune.runtime.lookup import best_config_match, clear_cache
+
+    Store.open(sqlite_url, create=True).close()
+    service = Served(tmp_path, sqlite_url, [MATMUL])
+    try:
+        service.wait_event("serving")
+        clear_cache()
+        shape = {"M": 48, "N": 64, "K": 32}
+        assert (
+            best_config_match("matmul_cpu", db=sqlite_url, device="cpu", record=True, **shape)[1] == "default"
+        )
+        assert requests_log.flush() == 1
+        service.wait_event("tuned", shape="M=48,N=64,K=32")
+        clear_cache()
+        config, how, _ = best_config_match("matmul_cpu", db=sqlite_url, device="cpu", **shape)
+        assert how == "exact" and set(config) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "ORDER"}
+    finally:
+        clear_cache()
+        assert service.stop() == 0, service.log_text()
+
+
 def test_hostile_requests_are_refused_in_one_line_and_the_service_goes_on(sqlite_url, tmp_path):
     cpu = _cpu_name()
     with Store.open(sqlite_url, create=True) as store:
