@@ -173,11 +173,11 @@ def test_a_request_nobody_serves_is_refused_and_queued_again_when_a_service_for_
         other = store.services.enqueue("other", {"N": 8}, "N=8", cpu)
         store.services.register(a, devices="cpu")
         assert store.services.refuse_unserved(a, cpu, lease_s=60) == []  # a is still starting
-        store.services.started(a, device_name=cpu, kernels=["tiny"])
+        store.services.started(a, device_name=cpu, kernels=[{"name": "tiny"}])
         assert [w.id for w in store.services.refuse_unserved(a, cpu, lease_s=60)] == [other]
         assert store.services.status_of(other)[0] == "refused"
         store.services.register(b, devices="cpu")
-        store.services.started(b, device_name=cpu, kernels=["other"])
+        store.services.started(b, device_name=cpu, kernels=[{"name": "other"}])
         assert store.services.status_of(other) == ("queued", None)
         assert store.services.refuse_unserved(a, cpu, lease_s=60) == []  # b serves it now
         assert store.services.take(b, ["other"], cpu, lease_s=60).id == other
@@ -194,7 +194,11 @@ def test_a_requested_shape_is_tuned_and_autotune_best_returns_it(db_url, tmp_pat
         assert best.returncode == 0 and json.loads(best.stdout)["shape"] == {"M": 64, "N": 64, "K": 32}
         listed = _cli("show", "--services", "--format", "json", "--db", db_url)
         [row] = json.loads(listed.stdout)
-        assert row["pid"] == service.proc.pid and row["kernels"] == ["matmul_cpu"] and row["state"] == "idle"
+        assert (
+            row["pid"] == service.proc.pid
+            and [k["name"] for k in row["kernel_info"]] == ["matmul_cpu"]
+            and row["state"] == "idle"
+        )
         # asked again: found tuned, not searched again
         again = _cli("request", str(MATMUL), "--shape", "M=64,N=64,K=32", "--device", "cpu", "--db", db_url)
         assert again.returncode == 0
@@ -241,6 +245,41 @@ def test_a_miss_recorded_by_best_config_is_tuned_by_the_service(sqlite_url, tmp_
         assert how == "exact" and set(config) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "ORDER"}
     finally:
         clear_cache()
+        assert service.stop() == 0, service.log_text()
+
+
+def test_autotune_request_takes_the_kernel_from_a_live_service_without_importing_the_file(
+    sqlite_url, tmp_path
+):
+    kernel = tmp_path / "marked.py"  # tiny, plus a mark of every import where MARK_IMPORT is set
+    kernel.write_text(
+        "import os\nif os.environ.get('MARK_IMPORT'):\n    open(os.environ['MARK_IMPORT'], 'a').close()\n"
+        + TINY.read_text()
+    )
+    service = Served(tmp_path, sqlite_url, [kernel])
+    try:
+        service.wait_event("serving")
+        mark = tmp_path / "imported"
+        queued = _cli(
+            "request", str(kernel), "--shape", "N=20", "--db", sqlite_url, env={"MARK_IMPORT": str(mark)}
+        )
+        assert queued.returncode == 0 and f"queued tiny N=20 on {_cpu_name()}" in queued.stdout, queued.stderr
+        assert not mark.exists()
+        service.wait_event("tuned", shape="N=20")
+        kernel.write_text(kernel.read_text() + "\n# edited: another source hash, no live service runs it\n")
+        again = _cli(
+            "request",
+            str(kernel),
+            "--shape",
+            "N=20",
+            "--device",
+            "cpu",
+            "--db",
+            sqlite_url,
+            env={"MARK_IMPORT": str(mark)},
+        )
+        assert again.returncode == 0 and mark.exists(), again.stderr  # loaded here to learn its kernel
+    finally:
         assert service.stop() == 0, service.log_text()
 
 

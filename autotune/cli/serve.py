@@ -93,38 +93,53 @@ def request(
     device: Annotated[
         str | None,
         typer.Option(
-            help="cpu, cuda or cuda:N: the device whose model is asked for (default: cuda if present)"
+            help="cpu, cuda or cuda:N: the device whose model is asked for (default: that of a service of "
+            "this host running FILE, else cuda if present)"
         ),
     ] = None,
     db: DbOption = None,
 ) -> None:
     """Queue shapes of FILE's kernel for `autotune serve` (a running service tunes them; one that is done
     or refused is queued again)."""
-    from autotune.shapes import check_shape, format_shape
-    from autotune.tuning.tuner import parse_shapes
+    from autotune.shapes import check_shape, format_shape, parse_shape
 
-    parsed = parse_shapes(shape)
+    parsed = [parse_shape(t) for t in shape or []]
     if not parsed:
         raise SettingsError("give at least one --shape, e.g. --shape M=4096,N=7168,K=2048")
     if device is not None and device != "cpu" and not device.startswith("cuda"):
         raise SettingsError(f"--device {device!r}: choose cpu, cuda or cuda:N")
     if not file.is_file():
         raise SettingsError(f"{file}: no such kernel file")
-    from autotune.env import current_device_name
-    from autotune.kernel.contract import load_kernel_file
     from autotune.store import Store
 
-    loaded = load_kernel_file(file)  # the file the user named here; a service loads only its own
-    shapes = [check_shape(s, loaded.shape_params) for s in parsed]
-    device_name = current_device_name(device or "")
     with Store.open(db, create=True) as store:
-        for s in shapes:
+        name, params, device_name = _kernel_of(file, device, store)
+        for s in [check_shape(s, params) for s in parsed]:
             # dtypes "": the kernel's declared ones, as a recorded miss that names none (one row for both)
-            request_id = store.services.enqueue(loaded.name, s, format_shape(s), device_name)
+            request_id = store.services.enqueue(name, s, format_shape(s), device_name)
             out.print(
-                f"queued {loaded.name} {format_shape(s)} on {device_name} (request {request_id})",
-                highlight=False,
+                f"queued {name} {format_shape(s)} on {device_name} (request {request_id})", highlight=False
             )
+
+
+def _kernel_of(file: Path, device: str | None, store: Store) -> tuple[str, tuple[str, ...], str]:
+    """(kernel name, shape parameters, stored device name) of FILE. A live service of this host running
+    the same file (by its hash) knows them: the file is not imported (seconds of torch). Otherwise the
+    file is loaded here (it is the file the user named; a service loads only its own)."""
+    import socket
+
+    from autotune.env import cpu_name, current_device_name
+    from autotune.kernel.contract import load_kernel_file, source_hash
+    from autotune.settings import serve_settings
+
+    found = store.services.serving(source_hash(file), socket.gethostname(), lease_s=serve_settings().lease_s)
+    for service, kernel in found:
+        if device is None or device == "cpu":
+            wanted = cpu_name() if device == "cpu" else service.device_name
+            if wanted and wanted == service.device_name:
+                return str(kernel["name"]), tuple(kernel.get("shape_params") or ()), wanted
+    loaded = load_kernel_file(file)
+    return loaded.name, loaded.shape_params, current_device_name(device or "")
 
 
 def print_services(store: Store, fmt: str) -> None:
@@ -145,7 +160,7 @@ def print_services(store: Store, fmt: str) -> None:
         return x.state if x.state == "stopped" or x.alive(now, lease_s) else "dead"
 
     if fmt == "json":
-        data = [asdict(x) | {"state": state(x)} for x in rows]
+        data = [asdict(x) | {"kernels": list(x.kernels), "state": state(x)} for x in rows]
         typer.echo(json.dumps(data, indent=2, default=str))
         return
     table = Table(title=f"autotune services in {store.masked_url}")

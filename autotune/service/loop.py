@@ -122,7 +122,15 @@ class Service:
             self.log(
                 "ready", kernel=name, file=str(path), devices=devices, start_s=round(time.monotonic() - t0, 2)
             )
-        self.store.services.started(self.owner, device_name=self.device_name, kernels=list(self.tuners))
+        kernels = [
+            {
+                "name": n,
+                "source_hash": t.info.meta.source_hash,
+                "shape_params": list(t.info.meta.shape_params),
+            }
+            for n, t in self.tuners.items()
+        ]
+        self.store.services.started(self.owner, device_name=self.device_name, kernels=kernels)
         self.state = "idle"
         self.log("serving", device=self.device_name, kernels=",".join(self.tuners), db=self.store.masked_url)
 

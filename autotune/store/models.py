@@ -275,8 +275,9 @@ class ServiceRow(Base):
     #: the stored device name it tunes for (a GPU model, or the CPU's name) and its devices (cuda:0,...)
     device_name: Mapped[str | None] = mapped_column(String)
     devices: Mapped[str] = mapped_column(String)
-    #: the names of the kernels it was started with
-    kernels: Mapped[list[str]] = mapped_column(JSON)
+    #: the kernels it was started with: [{"name", "source_hash", "shape_params"}] (``autotune request``
+    #: finds a file's kernel here by its hash, without importing it)
+    kernels: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     started: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_beat: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     request_id: Mapped[int | None] = mapped_column(Integer)

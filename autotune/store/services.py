@@ -69,11 +69,16 @@ class Service:
     pid: int
     device_name: str | None
     devices: str
-    kernels: tuple[str, ...]
+    #: {"name", "source_hash", "shape_params"} of each kernel it runs
+    kernel_info: tuple[dict[str, Any], ...]
     started: datetime
     last_beat: datetime
     request_id: int | None
     state: str
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return tuple(str(k.get("name")) for k in self.kernel_info)
 
     def alive(self, now: datetime, lease_s: float) -> bool:
         """Not stopped, and beat within the lease (a service killed with -9 stops beating)."""
@@ -118,8 +123,10 @@ class Services:
                 )
             )
 
-    def started(self, owner: Owner, *, device_name: str, kernels: list[str]) -> None:
-        """The service serves ``kernels`` now: requests refused because nobody ran them are queued again."""
+    def started(self, owner: Owner, *, device_name: str, kernels: list[dict[str, Any]]) -> None:
+        """The service serves ``kernels`` ({"name", "source_hash", "shape_params"}) now: requests refused
+        because nobody ran them are queued again."""
+        names = [str(k["name"]) for k in kernels]
         with self.db.session(write=True) as s:
             s.execute(
                 update(ServiceRow)
@@ -129,7 +136,7 @@ class Services:
             s.execute(
                 update(ShapeRequestRow)
                 .where(
-                    ShapeRequestRow.kernel_name.in_(list(kernels)),
+                    ShapeRequestRow.kernel_name.in_(names),
                     ShapeRequestRow.device_name == device_name,
                     ShapeRequestRow.status == "refused",
                     ShapeRequestRow.message == UNSERVED,
@@ -169,6 +176,17 @@ class Services:
                 .values(state="stopped", request_id=None, last_beat=utcnow())
             )
 
+    def serving(self, source_hash: str, host: str, *, lease_s: float) -> list[tuple[Service, dict[str, Any]]]:
+        """The live services of ``host`` running the kernel file of ``source_hash``, with its entry."""
+        now = utcnow()
+        return [
+            (x, k)
+            for x in self.listed()
+            if x.host == host and x.alive(now, lease_s)
+            for k in x.kernel_info
+            if k.get("source_hash") == source_hash
+        ]
+
     def listed(self) -> list[Service]:
         """Every service row, newest start first."""
         with self.db.session() as s:
@@ -182,7 +200,7 @@ class Services:
                     pid=int(r.pid),
                     device_name=r.device_name,
                     devices=r.devices,
-                    kernels=tuple(str(k) for k in (r.kernels or [])),
+                    kernel_info=tuple(k for k in (r.kernels or []) if isinstance(k, dict)),
                     started=from_db_time(r.started),
                     last_beat=from_db_time(r.last_beat),
                     request_id=r.request_id,
