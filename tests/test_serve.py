@@ -395,3 +395,22 @@ def test_three_services_tune_every_miss_once_and_take_over_a_killed_one(pg_url, 
     with Store(pg_url) as store:
         states = sorted(s.state for s in store.services.listed())
         assert states == ["starting", "stopped", "stopped"] or states.count("stopped") == 2
+
+
+def test_bad_serve_and_request_input_is_one_line_and_exit_2(sqlite_url, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 1\n")
+    cases = [
+        (["serve", "--kernels", str(tmp_path / "nope.py")], "no such kernel file or folder"),
+        (["serve", "--kernels", str(TINY), "--log-format", "xml"], "choose text or json"),
+        (["serve", "--kernels", str(bad), "--devices", "cpu"], "declares no KERNEL"),
+        (["request", str(TINY)], "give at least one --shape"),
+        (["request", str(TINY), "--shape", "N=100000000000000000000"], "too large"),
+        (["request", str(TINY), "--shape", "M=3", "--device", "cpu"], "missing N"),
+    ]
+    for args, message in cases:
+        proc = _cli(*args, "--db", sqlite_url)
+        lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (args, proc.stderr)
+    with Store(sqlite_url) as store:  # the service that could not load its kernel file says stopped
+        assert [s.state for s in store.services.listed()] == ["stopped"]
