@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, text, update
+from sqlalchemy import and_, delete, or_, select, text, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -26,6 +26,8 @@ from autotune.store.models import ServiceRow, ShapeRequestRow, utcnow
 from autotune.store.requests import RequestCount, Requests
 from autotune.store.rows import from_db_time
 
+#: days a service row is kept after its last heartbeat
+KEEP_DAYS = 7
 #: the Postgres channel that says "a request was queued"
 CHANNEL = "autotune_requests"
 #: why a request for a kernel no live service runs is refused (queued again when one starts that runs it)
@@ -110,6 +112,8 @@ class Services:
         request for a kernel nobody serves yet (it may be one of this service's)."""
         now = utcnow()
         with self.db.session(write=True) as s:
+            # every start adds a row: those silent for a week (stopped, or dead) go
+            s.execute(delete(ServiceRow).where(ServiceRow.last_beat < now - timedelta(days=KEEP_DAYS)))
             s.add(
                 ServiceRow(
                     owner=owner.id,
