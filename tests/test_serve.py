@@ -353,8 +353,7 @@ def test_an_idle_service_on_postgres_wakes_on_notify_not_on_its_poll(pg_url, tmp
         assert service.stop() == 0, service.log_text()
 
 
-@pytest.mark.slow
-@pytest.mark.postgres
+@pytest.mark.postgres  # 20-45 s on a loaded 2-core machine: under the slow marker's 60 s
 def test_three_services_tune_every_miss_once_and_take_over_a_killed_one(pg_url, tmp_path):
     cpu = _cpu_name()
     shapes = [{"N": n} for n in range(8, 48)][:20]
