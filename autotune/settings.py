@@ -62,6 +62,8 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_PRINT": "1: the @autotune drop-in prints the config it chose for each key once (as TRITON_PRINT_AUTOTUNING)",
     "AUTOTUNE_TRACE_STARTUP": "1: a search prints a timeline of its start-up and end (what ran in which process, when) on stderr",
     "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
+    "AUTOTUNE_SERVE_POLL": "seconds an idle `autotune serve` waits between looks at the queue (default 5)",
+    "AUTOTUNE_SERVE_LEASE": "seconds a request taken by `autotune serve`, and its heartbeat, stay valid without renewal; a service killed with -9 has its request taken over after it (default 60)",
 }
 
 
@@ -254,6 +256,28 @@ def lookup_retry_s() -> float:
     return env_float("AUTOTUNE_LOOKUP_RETRY", LOOKUP_RETRY_S, lenient=True)
 
 
+@dataclass(frozen=True)
+class ServeSettings:
+    """``autotune serve``'s loop: the idle poll and the lease of a taken request (renewed every third of
+    it, with the heartbeat)."""
+
+    poll_s: float = 5.0
+    lease_s: float = 60.0
+
+    @property
+    def beat_s(self) -> float:
+        return min(self.poll_s, self.lease_s / 3)
+
+
+def serve_settings() -> ServeSettings:
+    """``AUTOTUNE_SERVE_POLL`` and ``AUTOTUNE_SERVE_LEASE`` (both > 0)."""
+    default = ServeSettings()
+    return ServeSettings(
+        env_float("AUTOTUNE_SERVE_POLL", default.poll_s, positive=True),
+        env_float("AUTOTUNE_SERVE_LEASE", default.lease_s, positive=True),
+    )
+
+
 def default_compile_workers() -> int:
     """Cores - 1: one core stays with the orchestrator and the timing workers."""
     return max(1, (os.cpu_count() or 2) - 1)
@@ -371,4 +395,5 @@ def check_environment() -> SearchSettings:
     settings = SearchSettings()
     flush_bytes()
     throttle()
+    serve_settings()
     return settings

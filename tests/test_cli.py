@@ -204,6 +204,8 @@ def test_every_command_is_mounted_in_the_order_help_lists_them():
         "nightly",
         "report",
         "replay",
+        "serve",
+        "request",
         "db",
         "landscape",
     ]

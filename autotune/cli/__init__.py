@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from autotune.cli import db, inspect, jobs, search, tools
+from autotune.cli import db, inspect, jobs, search, serve, tools
 from autotune.cli.common import check_strategy, err, fail, mask_secrets, say_error
 from autotune.errors import AutotuneError, NotFoundError
 
@@ -67,6 +67,7 @@ app.add_typer(inspect.app)  # best, show, trials, export
 app.add_typer(tools.kernel_app)  # check, space, bench
 app.add_typer(jobs.app)  # nightly, report
 app.add_typer(tools.replay_app)  # replay
+app.add_typer(serve.app)  # serve, request
 app.add_typer(db.app, name="db")
 app.add_typer(tools.landscape_app, name="landscape")
 

@@ -139,11 +139,19 @@ def show(
     requests: Annotated[
         bool, typer.Option("--requests", help="Shapes best_config was asked for and had no tuned config for")
     ] = False,
+    services: Annotated[
+        bool, typer.Option("--services", help="The `autotune serve` processes: heartbeats, what they work on")
+    ] = False,
     fmt: Annotated[str, format_option("table")] = "table",
 ) -> None:
     """List kernels, shapes, devices and studies with trial counts."""
     _check_format(fmt)
     store = _open(db)
+    if services:
+        from autotune.cli.serve import print_services
+
+        print_services(store, fmt)
+        return
     if requests:
         if fmt == "json":
             raise SettingsError("--requests prints a table only: leave out --format json")

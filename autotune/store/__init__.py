@@ -12,7 +12,7 @@ each a small class over that Database, typed for consumers by the Protocols of `
 - ``store.history``: every key's state (``KeyState``), and other keys' measurements of a kernel (any
   compatible space) for the ``auto`` strategy;
 - ``store.requests``: shapes asked for at run time and not tuned; ``store.verifications``: re-measured
-  bests, nightly runs.
+  bests, nightly runs; ``store.services``: ``autotune serve``'s heartbeats and its queue (the requests).
 
 ``Store.open`` is the one create-or-check policy (the CLI, nightly and the report open through it; the
 runtime lookup opens read-only without a check, as it reads the revision itself without Alembic);
@@ -32,6 +32,7 @@ from autotune.store.history import History
 from autotune.store.keys import KeyInfo, Keys, dtypes_key, env_columns, study_name
 from autotune.store.requests import RequestCount, Requests, ShapeRequest
 from autotune.store.schema import Schema, alembic_config, migrations_dir, version_table
+from autotune.store.services import Service, Services, Work
 from autotune.store.trials import Trials
 from autotune.store.urls import default_db_path, default_db_url, mask_url, normalize_db_url
 from autotune.store.verifications import NightlyRun, Verification, Verifications
@@ -47,9 +48,12 @@ __all__ = [
     "Owner",
     "ROLES",
     "RequestCount",
+    "Service",
+    "Services",
     "ShapeRequest",
     "Store",
     "Verification",
+    "Work",
     "default_db_path",
     "default_db_url",
     "dtypes_key",
@@ -65,7 +69,7 @@ _alembic_config = alembic_config
 _version_table = version_table
 
 #: the roles of a Store, by attribute name (tests pin that a Store has exactly these)
-ROLES = ("schema", "keys", "claims", "trials", "history", "requests", "verifications")
+ROLES = ("schema", "keys", "claims", "trials", "history", "requests", "verifications", "services")
 
 
 class Store:
@@ -85,6 +89,7 @@ class Store:
         self.history = History(self.db)
         self.requests = Requests(self.db)
         self.verifications = Verifications(self.db)
+        self.services = Services(self.db)
 
     @classmethod
     def open(cls, url: str | None = None, *, create: bool = False, readonly: bool = False) -> Store:

@@ -47,6 +47,11 @@ STATUS_VALUES = tuple(s.value for s in TrialStatus)
 VERIFICATION_STATUSES = ("ok", "regression", "confirmed", "improved", "failed", "inconclusive")
 #: a claim is ``running`` while its owner evaluates the config, ``done`` once the trial is stored
 CLAIM_STATUSES = ("running", "done")
+#: a shape request's place in the ``autotune serve`` queue: waiting, taken by a service (with a lease),
+#: tuned (or found tuned), or refused (not a kernel any live service runs, a bad shape)
+REQUEST_STATUSES = ("queued", "running", "done", "refused")
+#: a service's state in its heartbeat row
+SERVICE_STATES = ("starting", "idle", "tuning", "stopped")
 
 
 def utcnow() -> datetime:
@@ -232,7 +237,11 @@ class ShapeRequestRow(Base):
     ``dtypes_key`` is "" when the caller did not say (the kernel's declared dtypes)."""
 
     __tablename__ = "autotune_shape_requests"
-    __table_args__ = (UniqueConstraint("kernel_name", "shape_key", "dtypes_key", "device_name"),)
+    __table_args__ = (
+        UniqueConstraint("kernel_name", "shape_key", "dtypes_key", "device_name"),
+        CheckConstraint(column("status").in_(REQUEST_STATUSES), name="status"),
+        Index("ix_autotune_shape_requests_status_device_name", "status", "device_name"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kernel_name: Mapped[str] = mapped_column(String)
@@ -243,6 +252,36 @@ class ShapeRequestRow(Base):
     count: Mapped[int] = mapped_column(Integer)
     first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: the ``autotune serve`` queue (``store.services``): REQUEST_STATUSES; the taking service's owner id
+    #: and lease while running; when it was tuned; why it was refused (one line)
+    status: Mapped[str] = mapped_column(String(16), default="queued", server_default="queued")
+    owner: Mapped[str | None] = mapped_column(String)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    tuned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    message: Mapped[str | None] = mapped_column(Text)
+
+
+class ServiceRow(Base):
+    """One ``autotune serve`` process: its heartbeat (``last_beat``), what it serves, what it works on."""
+
+    __tablename__ = "autotune_services"
+    __table_args__ = (CheckConstraint(column("state").in_(SERVICE_STATES), name="state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    #: host:pid:token:pid-namespace (``store.claims.Owner.id``)
+    owner: Mapped[str] = mapped_column(String, unique=True)
+    host: Mapped[str] = mapped_column(String)
+    pid: Mapped[int] = mapped_column(Integer)
+    #: the stored device name it tunes for (a GPU model, or the CPU's name) and its devices (cuda:0,...)
+    device_name: Mapped[str | None] = mapped_column(String)
+    devices: Mapped[str] = mapped_column(String)
+    #: the kernels it was started with: [{"name", "source_hash", "shape_params"}] (``autotune request``
+    #: finds a file's kernel here by its hash, without importing it)
+    kernels: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    started: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_beat: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    request_id: Mapped[int | None] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
 
 
 class VerificationRow(Base):

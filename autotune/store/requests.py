@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from autotune.store.database import Database
@@ -25,6 +25,9 @@ class ShapeRequest:
     count: int
     first_seen: datetime
     last_seen: datetime
+    #: its place in the ``autotune serve`` queue (``store.services``) and why it was refused
+    status: str = "queued"
+    message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ class Requests:
                             s.add(_request_row(c))
                     except IntegrityError:
                         s.execute(bump)
+                if not self.db.is_sqlite:  # wake idle `autotune serve` processes (store.services.CHANNEL)
+                    s.execute(text("SELECT pg_notify('autotune_requests', '')"))
 
         self.db.retrying(attempt)
 
@@ -109,7 +114,10 @@ def _request_row(c: RequestCount) -> ShapeRequestRow:
 
 def _request(r: ShapeRequestRow) -> ShapeRequest:
     values = {f.name: getattr(r, f.name) for f in fields(ShapeRequest)}
-    values["dims"] = {str(k): int(v) for k, v in r.dims.items()}
+    # anyone with write access may have stored anything JSON holds (``autotune serve`` refuses such rows):
+    # reading it never raises
+    if isinstance(r.dims, dict):
+        values["dims"] = {str(k): int(v) if isinstance(v, int) else v for k, v in r.dims.items()}
     values["count"] = int(r.count)
     values["first_seen"], values["last_seen"] = from_db_time(r.first_seen), from_db_time(r.last_seen)
     return ShapeRequest(**values)

@@ -63,7 +63,9 @@ def requests_table(store: StoreReader) -> Any:
             str(r.count),
             r.first_seen.strftime("%Y-%m-%d %H:%M:%S"),
             r.last_seen.strftime("%Y-%m-%d %H:%M:%S"),
-            request_reason(r, params.get(r.kernel_name), runs) or "-",
+            # else why `autotune serve` refused it
+            request_reason(r, params.get(r.kernel_name), runs)
+            or (f"serve: {r.message[:100]}" if r.status == "refused" and r.message else "-"),
         )
     if not rows:
         table.caption = (

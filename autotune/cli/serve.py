@@ -1,0 +1,183 @@
+"""``autotune serve`` (the tuning service, ``autotune.service``) and ``autotune request`` (queue a shape for
+it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from autotune.cli.common import DbOption, ShapesOption, opt_help, out
+from autotune.errors import SettingsError
+
+if TYPE_CHECKING:
+    from autotune.store import Service, Store
+
+app = typer.Typer()
+
+KernelsOption = Annotated[
+    list[Path],
+    typer.Option(
+        "--kernels",
+        help="Kernel file, or folder of kernel files, the service may run (repeatable); requests for any "
+        "other kernel are refused",
+    ),
+]
+DevicesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--devices",
+        "--device",
+        help=opt_help(
+            "cuda, cuda:N, cuda:0,cuda:1, all or cpu", env="AUTOTUNE_DEVICES", default="cuda if present"
+        ),
+    ),
+]
+LogFormatOption = Annotated[
+    str, typer.Option("--log-format", help="text, or json: one JSON object per line (log collectors)")
+]
+
+
+def kernel_files(given: list[Path]) -> list[Path]:
+    """The files of ``--kernels``: a folder stands for its ``*.py`` files (not ``_private.py`` ones)."""
+    files: list[Path] = []
+    for p in given:
+        if p.is_dir():
+            found = sorted(f for f in p.glob("*.py") if not f.name.startswith("_"))
+            if not found:
+                raise SettingsError(f"--kernels {p}: no kernel files (*.py) in this folder")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise SettingsError(f"--kernels {p}: no such kernel file or folder")
+    if not files:
+        raise SettingsError("--kernels: give at least one kernel file")
+    return files
+
+
+@app.command()
+def serve(
+    kernels: KernelsOption,
+    db: DbOption = None,
+    devices: DevicesOption = None,
+    log_format: LogFormatOption = "text",
+) -> None:
+    """Tune the shapes production asks for: keep the workers of each kernel file warm and work the queue
+    of requests in the database (recorded best_config misses, `autotune request`) until SIGTERM.
+
+    Run one per GPU host (or per GPU); any number share one database."""
+    from autotune.service.events import FORMATS, EventLog
+    from autotune.settings import SearchSettings, serve_settings
+
+    if log_format not in FORMATS:
+        raise SettingsError(f"--log-format {log_format!r}: choose text or json")
+    files = kernel_files(kernels)
+    settings = SearchSettings.from_options(devices=devices)
+    timing = serve_settings()
+    from autotune.service.loop import Service
+    from autotune.store import Store
+
+    store = Store.open(db, create=True)
+    try:
+        Service(files, store, settings, timing, EventLog(log_format)).run()
+    finally:
+        store.close()
+
+
+@app.command()
+def request(
+    file: Annotated[Path, typer.Argument(help="Kernel file declaring KERNEL: its name is what is queued")],
+    shape: ShapesOption = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            help="cpu, cuda or cuda:N: the device whose model is asked for (default: that of a service of "
+            "this host running FILE, else cuda if present)"
+        ),
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Queue shapes of FILE's kernel for `autotune serve` (a running service tunes them; one that is done
+    or refused is queued again)."""
+    from autotune.shapes import check_shape, format_shape, parse_shape
+
+    parsed = [parse_shape(t) for t in shape or []]
+    if not parsed:
+        raise SettingsError("give at least one --shape, e.g. --shape M=4096,N=7168,K=2048")
+    if device is not None and device != "cpu" and not device.startswith("cuda"):
+        raise SettingsError(f"--device {device!r}: choose cpu, cuda or cuda:N")
+    if not file.is_file():
+        raise SettingsError(f"{file}: no such kernel file")
+    from autotune.store import Store
+
+    with Store.open(db, create=True) as store:
+        name, params, device_name = _kernel_of(file, device, store)
+        for s in [check_shape(s, params) for s in parsed]:
+            # dtypes "": the kernel's declared ones, as a recorded miss that names none (one row for both)
+            request_id = store.services.enqueue(name, s, format_shape(s), device_name)
+            out.print(
+                f"queued {name} {format_shape(s)} on {device_name} (request {request_id})", highlight=False
+            )
+
+
+def _kernel_of(file: Path, device: str | None, store: Store) -> tuple[str, tuple[str, ...], str]:
+    """(kernel name, shape parameters, stored device name) of FILE. A live service of this host running
+    the same file (by its hash) knows them: the file is not imported (seconds of torch). Otherwise the
+    file is loaded here (it is the file the user named; a service loads only its own)."""
+    import socket
+
+    from autotune.env import cpu_name, current_device_name
+    from autotune.kernel.contract import load_kernel_file, source_hash
+    from autotune.settings import serve_settings
+
+    found = store.services.serving(source_hash(file), socket.gethostname(), lease_s=serve_settings().lease_s)
+    for service, kernel in found:
+        if device is None or device == "cpu":
+            wanted = cpu_name() if device == "cpu" else service.device_name
+            if wanted and wanted == service.device_name:
+                return str(kernel["name"]), tuple(kernel.get("shape_params") or ()), wanted
+    loaded = load_kernel_file(file)
+    return loaded.name, loaded.shape_params, current_device_name(device or "")
+
+
+def print_services(store: Store, fmt: str) -> None:
+    """``autotune show --services``: every service row; one that stopped beating for a lease is ``dead``
+    (killed with -9, or its host lost: its request is taken over by another)."""
+    import json
+    from dataclasses import asdict
+
+    from rich.table import Table
+
+    from autotune.settings import serve_settings
+    from autotune.store.models import utcnow
+
+    now, lease_s = utcnow(), serve_settings().lease_s
+    rows = store.services.listed()
+
+    def state(x: Service) -> str:
+        return x.state if x.state == "stopped" or x.alive(now, lease_s) else "dead"
+
+    if fmt == "json":
+        data = [asdict(x) | {"kernels": list(x.kernels), "state": state(x)} for x in rows]
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    table = Table(title=f"autotune services in {store.masked_url}")
+    for col in ("host", "pid", "device", "devices", "kernels", "state", "request", "started", "last beat"):
+        table.add_column(col)
+    for x in rows:
+        table.add_row(
+            x.host,
+            str(x.pid),
+            x.device_name or "-",
+            x.devices,
+            ", ".join(x.kernels) or "-",
+            state(x),
+            str(x.request_id) if x.request_id is not None else "-",
+            x.started.strftime("%Y-%m-%d %H:%M:%S"),
+            f"{(now - x.last_beat).total_seconds():.0f} s ago",
+        )
+    out.print(table)
+    if not rows:
+        out.print("no service has run against this database: start one with `autotune serve --kernels FILE`")

@@ -1,0 +1,367 @@
+"""The services role: ``autotune serve``'s heartbeats (``autotune_services``) and its work queue, which is the
+shape requests table (``autotune_shape_requests``): a miss recorded by ``best_config(..., record=True)`` or
+a row added by ``autotune request`` is ``queued`` work for a service serving that kernel on that device.
+
+- ``take`` gives one queued request (or one whose taker's lease expired: a service killed with -9) to one
+  service: Postgres skips rows another taker has locked (``FOR UPDATE SKIP LOCKED``), and on every backend
+  the UPDATE is conditional on the row's state still allowing the take, so exactly one taker wins;
+- ``beat`` renews the service's heartbeat and the lease of its running request in one transaction;
+- ``finish`` marks a request done or refused, ``hand_back`` puts it back in the queue (SIGTERM);
+- on Postgres every write that queues work sends a NOTIFY on ``CHANNEL`` (``notify``), which an idle
+  service waits for (``Listener``) instead of polling alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, delete, or_, select, text, update
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+
+from autotune.store.claims import Owner, owner_id_dead
+from autotune.store.database import Database
+from autotune.store.models import ServiceRow, ShapeRequestRow, utcnow
+from autotune.store.requests import RequestCount, Requests
+from autotune.store.rows import from_db_time
+
+#: days a service row is kept after its last heartbeat
+KEEP_DAYS = 7
+#: the Postgres channel that says "a request was queued"
+CHANNEL = "autotune_requests"
+#: why a request for a kernel no live service runs is refused (queued again when one starts that runs it)
+UNSERVED = "no service runs this kernel (a service runs only the kernel files it started with)"
+
+
+def notify(s: Session, db: Database) -> None:
+    """Wake the idle services (Postgres: delivered when ``s`` commits; SQLite: nothing, they poll)."""
+    if not db.is_sqlite:
+        s.execute(text(f"SELECT pg_notify('{CHANNEL}', '')"))
+
+
+class Listener:
+    """A connection LISTENing on ``CHANNEL`` (Postgres only): ``wait`` returns early on a NOTIFY."""
+
+    def __init__(self, db: Database) -> None:
+        self._raw = db.engine.raw_connection()
+        self._conn: Any = self._raw.driver_connection
+        self._conn.autocommit = True
+        self._conn.execute(f"LISTEN {CHANNEL}")
+
+    def wait(self, timeout_s: float) -> bool:
+        """True when notified within ``timeout_s``."""
+        for _ in self._conn.notifies(timeout=timeout_s, stop_after=1):
+            return True
+        return False
+
+    def close(self) -> None:
+        try:
+            self._raw.invalidate()  # a LISTENing connection must not go back to the pool
+        except Exception:
+            pass
+
+
+@dataclass(frozen=True)
+class Service:
+    """One service's heartbeat row."""
+
+    owner: str
+    host: str
+    pid: int
+    device_name: str | None
+    devices: str
+    #: {"name", "source_hash", "shape_params"} of each kernel it runs
+    kernel_info: tuple[dict[str, Any], ...]
+    started: datetime
+    last_beat: datetime
+    request_id: int | None
+    state: str
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return tuple(str(k.get("name")) for k in self.kernel_info)
+
+    def alive(self, now: datetime, lease_s: float) -> bool:
+        """Not stopped, and beat within the lease (a service killed with -9 stops beating)."""
+        return self.state != "stopped" and self.last_beat > now - timedelta(seconds=lease_s)
+
+
+@dataclass(frozen=True)
+class Work:
+    """A request taken from the queue: data only (a kernel name, never a path)."""
+
+    id: int
+    kernel_name: str
+    shape_key: str
+    dims: Any  # as stored: the service validates it (a hostile row may hold anything JSON can)
+    dtypes_key: str
+    device_name: str
+
+
+class Services:
+    """The services and their queue, in one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # ---------------------------------------------------------------- heartbeats
+
+    def register(self, owner: Owner, *, devices: str) -> None:
+        """The service's row, ``starting``: while it loads its kernel files, no other service refuses a
+        request for a kernel nobody serves yet (it may be one of this service's)."""
+        now = utcnow()
+        with self.db.session(write=True) as s:
+            # every start adds a row: those silent for a week (stopped, or dead) go
+            s.execute(delete(ServiceRow).where(ServiceRow.last_beat < now - timedelta(days=KEEP_DAYS)))
+            s.add(
+                ServiceRow(
+                    owner=owner.id,
+                    host=owner.host,
+                    pid=owner.pid,
+                    devices=devices,
+                    kernels=[],
+                    started=now,
+                    last_beat=now,
+                    state="starting",
+                )
+            )
+
+    def started(self, owner: Owner, *, device_name: str, kernels: list[dict[str, Any]]) -> None:
+        """The service serves ``kernels`` ({"name", "source_hash", "shape_params"}) now: requests refused
+        because nobody ran them are queued again."""
+        names = [str(k["name"]) for k in kernels]
+        with self.db.session(write=True) as s:
+            s.execute(
+                update(ServiceRow)
+                .where(ServiceRow.owner == owner.id)
+                .values(device_name=device_name, kernels=list(kernels), state="idle", last_beat=utcnow())
+            )
+            s.execute(
+                update(ShapeRequestRow)
+                .where(
+                    ShapeRequestRow.kernel_name.in_(names),
+                    ShapeRequestRow.device_name == device_name,
+                    ShapeRequestRow.status == "refused",
+                    ShapeRequestRow.message == UNSERVED,
+                )
+                .values(status="queued", owner=None, message=None)
+            )
+
+    def beat(self, owner: Owner, *, state: str, request_id: int | None, lease_s: float) -> None:
+        """The heartbeat, and the lease of the request the service works on."""
+
+        def attempt() -> None:
+            now = utcnow()
+            with self.db.session(write=True) as s:
+                s.execute(
+                    update(ServiceRow)
+                    .where(ServiceRow.owner == owner.id)
+                    .values(last_beat=now, state=state, request_id=request_id)
+                )
+                if request_id is not None:
+                    s.execute(
+                        update(ShapeRequestRow)
+                        .where(
+                            ShapeRequestRow.id == request_id,
+                            ShapeRequestRow.owner == owner.id,
+                            ShapeRequestRow.status == "running",
+                        )
+                        .values(lease_until=now + timedelta(seconds=lease_s))
+                    )
+
+        self.db.retrying(attempt)
+
+    def stopped(self, owner: Owner) -> None:
+        with self.db.session(write=True) as s:
+            s.execute(
+                update(ServiceRow)
+                .where(ServiceRow.owner == owner.id)
+                .values(state="stopped", request_id=None, last_beat=utcnow())
+            )
+
+    def serving(self, source_hash: str, host: str, *, lease_s: float) -> list[tuple[Service, dict[str, Any]]]:
+        """The live services of ``host`` running the kernel file of ``source_hash``, with its entry."""
+        now = utcnow()
+        return [
+            (x, k)
+            for x in self.listed()
+            if x.host == host and x.alive(now, lease_s)
+            for k in x.kernel_info
+            if k.get("source_hash") == source_hash
+        ]
+
+    def listed(self) -> list[Service]:
+        """Every service row, newest start first."""
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(ServiceRow).order_by(ServiceRow.started.desc(), ServiceRow.id.desc())
+            ).all()
+            return [
+                Service(
+                    owner=r.owner,
+                    host=r.host,
+                    pid=int(r.pid),
+                    device_name=r.device_name,
+                    devices=r.devices,
+                    kernel_info=tuple(k for k in (r.kernels or []) if isinstance(k, dict)),
+                    started=from_db_time(r.started),
+                    last_beat=from_db_time(r.last_beat),
+                    request_id=r.request_id,
+                    state=r.state,
+                )
+                for r in rows
+            ]
+
+    # ---------------------------------------------------------------- the queue
+
+    def enqueue(
+        self, kernel_name: str, dims: dict[str, int], shape_key: str, device_name: str, dtypes_key: str = ""
+    ) -> int:
+        """Queue a shape (``autotune request``): counted like a recorded miss, and queued again when it
+        was done or refused before (a running one stays with its service). Returns the request's id."""
+        now = utcnow()
+        Requests(self.db).add(
+            [RequestCount(kernel_name, shape_key, dims, device_name, 1, now, now, dtypes_key)]
+        )
+        ident = (
+            ShapeRequestRow.kernel_name == kernel_name,
+            ShapeRequestRow.shape_key == shape_key,
+            ShapeRequestRow.dtypes_key == dtypes_key,
+            ShapeRequestRow.device_name == device_name,
+        )
+        with self.db.session(write=True) as s:
+            s.execute(
+                update(ShapeRequestRow)
+                .where(*ident, ShapeRequestRow.status != "running")
+                .values(status="queued", owner=None, lease_until=None, message=None)
+            )
+            notify(s, self.db)
+            return int(s.scalars(select(ShapeRequestRow.id).where(*ident)).one())
+
+    @staticmethod
+    def _takeable(now: datetime) -> ColumnElement[bool]:
+        return or_(
+            ShapeRequestRow.status == "queued",
+            and_(ShapeRequestRow.status == "running", ShapeRequestRow.lease_until < now),
+        )
+
+    def listen(self) -> Listener | None:
+        """A NOTIFY listener on Postgres; None on SQLite (the service polls)."""
+        return None if self.db.is_sqlite else Listener(self.db)
+
+    def take(self, owner: Owner, kernels: list[str], device_name: str, *, lease_s: float) -> Work | None:
+        """One request for one of ``kernels`` on ``device_name``, now ``running`` under ``owner``'s lease;
+        None when there is none. Most asked-for first."""
+        if not kernels:
+            return None
+        self._requeue_dead(owner)
+
+        def attempt() -> Work | None:
+            now = utcnow()
+            with self.db.session(write=True) as s:
+                row = s.scalars(
+                    select(ShapeRequestRow)
+                    .where(
+                        ShapeRequestRow.kernel_name.in_(kernels),
+                        ShapeRequestRow.device_name == device_name,
+                        self._takeable(now),
+                    )
+                    .order_by(ShapeRequestRow.count.desc(), ShapeRequestRow.id)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                ).first()
+                if row is None:
+                    return None
+                won = s.execute(
+                    update(ShapeRequestRow)
+                    .where(ShapeRequestRow.id == row.id, self._takeable(now))
+                    .values(status="running", owner=owner.id, lease_until=now + timedelta(seconds=lease_s))
+                    .execution_options(synchronize_session=False)
+                ).rowcount
+                if won != 1:  # another service took it between the read and the update
+                    return None
+                return Work(row.id, row.kernel_name, row.shape_key, row.dims, row.dtypes_key, row.device_name)
+
+        return self.db.retrying(attempt)
+
+    def _requeue_dead(self, me: Owner) -> None:
+        """Queue again the running requests of services known dead (a process of this host and pid
+        namespace that is gone: killed with -9), without waiting for their lease."""
+        with self.db.session() as s:
+            running = s.execute(
+                select(ShapeRequestRow.id, ShapeRequestRow.owner).where(ShapeRequestRow.status == "running")
+            ).all()
+        dead = [(i, o) for i, o in running if o and owner_id_dead(o, me)]
+        if not dead:
+            return
+        with self.db.session(write=True) as s:
+            for request_id, dead_owner in dead:  # still that owner's: nobody took it over meanwhile
+                s.execute(
+                    update(ShapeRequestRow)
+                    .where(
+                        ShapeRequestRow.id == request_id,
+                        ShapeRequestRow.owner == dead_owner,
+                        ShapeRequestRow.status == "running",
+                    )
+                    .values(status="queued", owner=None, lease_until=None)
+                )
+
+    def finish(self, request_id: int, owner: Owner, status: str, message: str) -> bool:
+        """Mark ``owner``'s request ``done`` or ``refused``; False when it is no longer ours (its lease
+        expired and another service took it over)."""
+        assert status in ("done", "refused")
+        now = utcnow()
+        with self.db.session(write=True) as s:
+            res = s.execute(
+                update(ShapeRequestRow)
+                .where(ShapeRequestRow.id == request_id, ShapeRequestRow.owner == owner.id)
+                .values(
+                    status=status,
+                    lease_until=None,
+                    message=message,
+                    tuned_at=now if status == "done" else None,
+                )
+            )
+            return bool(res.rowcount)
+
+    def refuse_unserved(self, owner: Owner, device_name: str, *, lease_s: float) -> list[Work]:
+        """Refuse the queued requests on ``device_name`` whose kernel no live service there serves; never
+        while a service is still starting (its kernels are not known yet). Returns the refused."""
+        now = utcnow()
+        services = [x for x in self.listed() if x.alive(now, lease_s)]
+        if any(x.state == "starting" for x in services):
+            return []
+        served = {k for x in services if x.device_name == device_name for k in x.kernels}
+        with self.db.session(write=True) as s:
+            rows = s.scalars(
+                select(ShapeRequestRow)
+                .where(ShapeRequestRow.device_name == device_name, ShapeRequestRow.status == "queued")
+                .with_for_update(skip_locked=True)
+            ).all()
+            refused = [r for r in rows if r.kernel_name not in served]
+            for r in refused:
+                r.status, r.owner = "refused", owner.id
+                r.message = (
+                    "no service runs this kernel (a service runs only the kernel files it started with)"
+                )
+            return [
+                Work(r.id, r.kernel_name, r.shape_key, None, r.dtypes_key, r.device_name) for r in refused
+            ]
+
+    def hand_back(self, owner: Owner) -> int:
+        """Put ``owner``'s running requests back in the queue (a service stopping mid-request)."""
+        with self.db.session(write=True) as s:
+            res = s.execute(
+                update(ShapeRequestRow)
+                .where(ShapeRequestRow.owner == owner.id, ShapeRequestRow.status == "running")
+                .values(status="queued", owner=None, lease_until=None)
+            )
+            notify(s, self.db)
+            return int(res.rowcount or 0)
+
+    def status_of(self, request_id: int) -> tuple[str, str | None]:
+        """(status, message) of a request."""
+        with self.db.session() as s:
+            row = s.get_one(ShapeRequestRow, request_id)
+            return row.status, row.message

@@ -1,0 +1,415 @@
+"""``autotune serve`` with real processes on the CPU: requests (``autotune request``, recorded misses) are
+tuned through the same search as ``autotune search`` and readable by ``autotune best``; hostile requests are
+refused and the service goes on; SIGTERM hands the request in flight back and exits 0; several services on one
+Postgres tune every miss once, and a service killed with -9 has its request finished by another."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from autotune.store import RequestCount, Store
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "kernels" / "tiny.py"
+MATMUL = ROOT / "examples" / "matmul_cpu.py"
+#: small budgets; a short lease and poll so that take-overs happen within a test
+ENV = {
+    "PYTHONPATH": str(ROOT),
+    "AUTOTUNE_TRIALS": "2",
+    "AUTOTUNE_RETIME_TOP": "0",
+    "AUTOTUNE_NUM_TESTS": "3",
+    "AUTOTUNE_SERVE_POLL": "0.3",
+    "AUTOTUNE_SERVE_LEASE": "3",
+    "AUTOTUNE_LEASE": "3",
+}
+#: how long a test waits for something that takes seconds (a loaded 2-core machine): a deadline, not a target
+WAIT_S = 240.0
+
+
+class Served:
+    """One ``autotune serve`` process, its JSON log in a file."""
+
+    def __init__(
+        self, tmp: Path, db: str, kernels: list[Path], env: dict[str, str] | None = None, n: int = 0
+    ):
+        self.log_path = tmp / f"serve{n}.log"
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "autotune",
+                "serve",
+                "--devices",
+                "cpu",
+                "--db",
+                db,
+                "--log-format",
+                "json",
+            ]
+            + [a for k in kernels for a in ("--kernels", str(k))],
+            cwd=ROOT,
+            env={**os.environ, **ENV, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=self.log_path.open("w"),
+        )
+
+    def events(self) -> list[dict]:
+        lines = self.log_path.read_text().splitlines() if self.log_path.exists() else []
+        return [json.loads(x) for x in lines if x.startswith("{")]
+
+    def wait_event(self, event: str, **match: object) -> dict:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            for e in self.events():
+                if e["event"] == event and all(e.get(k) == v for k, v in match.items()):
+                    return e
+            assert self.proc.poll() is None, f"the service exited ({self.proc.returncode}): {self.log_text()}"
+            time.sleep(0.2)
+        raise AssertionError(f"no {event} {match} in {WAIT_S} s: {self.log_text()}")
+
+    def log_text(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=WAIT_S)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        cwd=ROOT,
+        env={**os.environ, **ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+
+
+def _miss(store: Store, kernel: str, dims: object, device: str, shape_key: str | None = None) -> None:
+    """A request as ``best_config(..., record=True)`` writes it (or anyone with write access)."""
+    now = datetime.now(timezone.utc)
+    key = shape_key if shape_key is not None else ",".join(f"{k}={v}" for k, v in dict(dims).items())
+    mapping = dims if isinstance(dims, dict) else {"N": 1}
+    store.requests.add([RequestCount(kernel, key, mapping, device, 1, now, now)])
+    if mapping is not dims:  # what no writer of ours stores, but the database accepts
+        from sqlalchemy import update
+
+        from autotune.store.models import ShapeRequestRow
+
+        with store.db.session(write=True) as s:
+            s.execute(update(ShapeRequestRow).where(ShapeRequestRow.shape_key == key).values(dims=dims))
+
+
+def _cpu_name() -> str:
+    from autotune.env import cpu_name
+
+    return cpu_name()
+
+
+def _wait_requests(store: Store, done: int) -> list:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        rows = store.requests.recorded()
+        if sum(r.status in ("done", "refused") for r in rows) >= done:
+            return rows
+        time.sleep(0.3)
+    raise AssertionError(
+        [(r.kernel_name, r.shape_key, r.status, r.message) for r in store.requests.recorded()]
+    )
+
+
+def _expire(store: Store, request_id: int) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from autotune.store.models import ShapeRequestRow
+
+    past = datetime.now(timezone.utc) - timedelta(seconds=1)
+    with store.db.session(write=True) as s:
+        s.execute(update(ShapeRequestRow).where(ShapeRequestRow.id == request_id).values(lease_until=past))
+
+
+def test_the_queue_gives_a_request_to_one_taker_until_its_lease_expires(db_url):
+    from autotune.store import Owner
+
+    cpu, a, b = _cpu_name(), Owner(), Owner()
+    with Store.open(db_url, create=True) as store:
+        first = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu)
+        second = store.services.enqueue("tiny", {"N": 9}, "N=9", cpu)
+        assert store.services.take(a, ["other"], cpu, lease_s=60) is None  # not a kernel a serves
+        assert store.services.take(a, ["tiny"], "another GPU", lease_s=60) is None
+        got_a = store.services.take(a, ["tiny"], cpu, lease_s=60)
+        got_b = store.services.take(b, ["tiny"], cpu, lease_s=60)
+        assert {got_a.id, got_b.id} == {first, second}
+        assert store.services.take(b, ["tiny"], cpu, lease_s=60) is None  # both taken, leases live
+        _expire(store, got_a.id)  # a's lease runs out (a was killed with -9 on another host)
+        again = store.services.take(b, ["tiny"], cpu, lease_s=60)
+        assert again is not None and again.id == got_a.id
+        assert store.services.take(a, ["tiny"], cpu, lease_s=60) is None  # nothing left
+        assert not store.services.finish(got_a.id, a, "done", "late")  # no longer a's
+        assert store.services.finish(got_a.id, b, "done", "tuned")
+        assert store.services.status_of(got_a.id) == ("done", "tuned")
+        assert store.services.hand_back(b) == 1  # b's other request, back in the queue
+        assert store.services.status_of(got_b.id)[0] == "queued"
+
+
+def test_a_request_nobody_serves_is_refused_and_queued_again_when_a_service_for_it_starts(db_url):
+    from autotune.store import Owner
+
+    cpu, a, b = _cpu_name(), Owner(), Owner()
+    with Store.open(db_url, create=True) as store:
+        other = store.services.enqueue("other", {"N": 8}, "N=8", cpu)
+        store.services.register(a, devices="cpu")
+        assert store.services.refuse_unserved(a, cpu, lease_s=60) == []  # a is still starting
+        store.services.started(a, device_name=cpu, kernels=[{"name": "tiny"}])
+        assert [w.id for w in store.services.refuse_unserved(a, cpu, lease_s=60)] == [other]
+        assert store.services.status_of(other)[0] == "refused"
+        store.services.register(b, devices="cpu")
+        store.services.started(b, device_name=cpu, kernels=[{"name": "other"}])
+        assert store.services.status_of(other) == ("queued", None)
+        assert store.services.refuse_unserved(a, cpu, lease_s=60) == []  # b serves it now
+        assert store.services.take(b, ["other"], cpu, lease_s=60).id == other
+
+
+def test_a_requested_shape_is_tuned_and_autotune_best_returns_it(db_url, tmp_path):
+    queued = _cli("request", str(MATMUL), "--shape", "M=64,N=64,K=32", "--device", "cpu", "--db", db_url)
+    assert queued.returncode == 0 and "queued matmul_cpu M=64,N=64,K=32" in queued.stdout, queued.stderr
+    service = Served(tmp_path, db_url, [MATMUL])
+    try:
+        tuned = service.wait_event("tuned", shape="M=64,N=64,K=32")
+        assert tuned["message"].startswith("best ")
+        best = _cli("best", "matmul_cpu", "--shape", "M=64,N=64,K=32", "--db", db_url)
+        assert best.returncode == 0 and json.loads(best.stdout)["shape"] == {"M": 64, "N": 64, "K": 32}
+        listed = _cli("show", "--services", "--format", "json", "--db", db_url)
+        [row] = json.loads(listed.stdout)
+        assert (
+            row["pid"] == service.proc.pid
+            and [k["name"] for k in row["kernel_info"]] == ["matmul_cpu"]
+            and row["state"] == "idle"
+        )
+        # asked again: found tuned, not searched again
+        again = _cli("request", str(MATMUL), "--shape", "M=64,N=64,K=32", "--device", "cpu", "--db", db_url)
+        assert again.returncode == 0
+        assert service.wait_event("tuned", shape="M=64,N=64,K=32", message=_already(service))
+    finally:
+        assert service.stop() == 0, service.log_text()
+    with Store(db_url) as store:
+        [req] = store.requests.recorded()
+        assert req.status == "done" and req.message.startswith("already tuned")
+        assert store.trials.duplicate_measurements() == 0
+        assert [s.state for s in store.services.listed()] == ["stopped"]
+
+
+def _already(service: Served) -> str:
+    """The message of the second ``tuned`` event once there is one (it starts with "already tuned")."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        msgs = [e["message"] for e in service.events() if e["event"] == "tuned"]
+        if len(msgs) > 1:
+            return msgs[1] if msgs[1].startswith("already tuned") else "<searched again: " + msgs[1] + ">"
+        time.sleep(0.2)
+    return "<no second tuned event>"
+
+
+def test_a_miss_recorded_by_best_config_is_tuned_by_the_service(sqlite_url, tmp_path):
+    """The production loop: a lookup falls back and records the shape; the service tunes it; a fresh lookup
+    of the same process returns the tuned config."""
+    from autotune.runtime import requests_log
+    from autotune.runtime.lookup import best_config_match, clear_cache
+
+    Store.open(sqlite_url, create=True).close()
+    service = Served(tmp_path, sqlite_url, [MATMUL])
+    try:
+        service.wait_event("serving")
+        clear_cache()
+        shape = {"M": 48, "N": 64, "K": 32}
+        assert (
+            best_config_match("matmul_cpu", db=sqlite_url, device="cpu", record=True, **shape)[1] == "default"
+        )
+        assert requests_log.flush() == 1
+        service.wait_event("tuned", shape="M=48,N=64,K=32")
+        clear_cache()
+        config, how, _ = best_config_match("matmul_cpu", db=sqlite_url, device="cpu", **shape)
+        assert how == "exact" and set(config) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "ORDER"}
+    finally:
+        clear_cache()
+        assert service.stop() == 0, service.log_text()
+
+
+def test_autotune_request_takes_the_kernel_from_a_live_service_without_importing_the_file(
+    sqlite_url, tmp_path
+):
+    kernel = tmp_path / "marked.py"  # tiny, plus a mark of every import where MARK_IMPORT is set
+    kernel.write_text(
+        "import os\nif os.environ.get('MARK_IMPORT'):\n    open(os.environ['MARK_IMPORT'], 'a').close()\n"
+        + TINY.read_text()
+    )
+    service = Served(tmp_path, sqlite_url, [kernel])
+    try:
+        service.wait_event("serving")
+        mark = tmp_path / "imported"
+        queued = _cli(
+            "request", str(kernel), "--shape", "N=20", "--db", sqlite_url, env={"MARK_IMPORT": str(mark)}
+        )
+        assert queued.returncode == 0 and f"queued tiny N=20 on {_cpu_name()}" in queued.stdout, queued.stderr
+        assert not mark.exists()
+        service.wait_event("tuned", shape="N=20")
+        kernel.write_text(kernel.read_text() + "\n# edited: another source hash, no live service runs it\n")
+        again = _cli(
+            "request",
+            str(kernel),
+            "--shape",
+            "N=20",
+            "--device",
+            "cpu",
+            "--db",
+            sqlite_url,
+            env={"MARK_IMPORT": str(mark)},
+        )
+        assert again.returncode == 0 and mark.exists(), again.stderr  # loaded here to learn its kernel
+    finally:
+        assert service.stop() == 0, service.log_text()
+
+
+def test_hostile_requests_are_refused_in_one_line_and_the_service_goes_on(sqlite_url, tmp_path):
+    cpu = _cpu_name()
+    with Store.open(sqlite_url, create=True) as store:
+        _miss(store, "tiny", {"N": 10**20}, cpu)
+        _miss(store, "tiny", {"M": 32}, cpu)
+        _miss(store, "tiny", {f"D{i}": 1 for i in range(10**6)}, cpu, shape_key="huge")
+        _miss(store, "tiny", [1, 2, 3], cpu, shape_key="a-list")
+        _miss(store, "not_a_kernel_here", {"N": 32}, cpu)
+    # a kernel file the service was not started with: refused, never imported by the service
+    other = _cli("request", str(MATMUL), "--shape", "M=64,N=64,K=32", "--device", "cpu", "--db", sqlite_url)
+    assert other.returncode == 0, other.stderr
+    service = Served(tmp_path, sqlite_url, [TINY])
+    try:
+        with Store(sqlite_url) as store:
+            _wait_requests(store, 6)
+            _miss(store, "tiny", {"N": 16}, cpu)  # the service still works
+            service.wait_event("tuned", shape="N=16")
+            rows = {r.shape_key: r for r in store.requests.recorded()}
+    finally:
+        assert service.stop() == 0, service.log_text()
+    refused = {k: r.message for k, r in rows.items() if r.status == "refused"}
+    assert set(refused) == {"N=100000000000000000000", "M=32", "huge", "a-list", "N=32", "M=64,N=64,K=32"}
+    assert "too large" in refused["N=100000000000000000000"]
+    assert "missing N" in refused["M=32"] and "1000000 keys" in refused["huge"]
+    assert "no service runs this kernel" in refused["M=64,N=64,K=32"]
+    assert rows["N=16"].status == "done"
+    logged = [e for e in service.events() if e["event"] == "refused"]
+    assert len(logged) == 6 and all(len(json.dumps(e)) < 1000 for e in logged)  # one short line each
+
+
+def test_sigterm_hands_the_request_back_and_exits_0(db_url, tmp_path):
+    gate = tmp_path / "gate"  # never created: every compile but the default's waits, the search stays mid-way
+    service = Served(tmp_path, db_url, [TINY], env={"TINY_GATE": str(gate), "AUTOTUNE_TRIALS": "5"})
+    try:
+        queued = _cli("request", str(TINY), "--shape", "N=24", "--device", "cpu", "--db", db_url)
+        assert queued.returncode == 0, queued.stderr
+        service.wait_event("tuning", shape="N=24")
+        with Store(db_url) as store:
+            deadline = time.monotonic() + WAIT_S
+            while not any(store.trials.counts(k.key_id) for k in store.history.key_states()):
+                assert time.monotonic() < deadline, service.log_text()
+                time.sleep(0.2)  # the default config measured: the search is in its loop
+        service.proc.send_signal(signal.SIGHUP)  # logged, ignored: the search goes on
+        service.wait_event("reload")
+        assert service.proc.poll() is None
+    finally:
+        assert service.stop() == 0, service.log_text()
+    assert [e["event"] for e in service.events()][-2:] == ["handed-back", "stopped"]
+    with Store(db_url) as store:
+        [req] = store.requests.recorded()
+        assert req.status == "queued"
+        assert all(s.running == 0 for s in store.history.key_states())
+        assert [s.state for s in store.services.listed()] == ["stopped"]
+
+
+@pytest.mark.postgres
+def test_an_idle_service_on_postgres_wakes_on_notify_not_on_its_poll(pg_url, tmp_path):
+    service = Served(tmp_path, pg_url, [TINY], env={"AUTOTUNE_SERVE_POLL": "600"})
+    try:
+        service.wait_event("serving")
+        queued = _cli("request", str(TINY), "--shape", "N=20", "--device", "cpu", "--db", pg_url)
+        assert queued.returncode == 0, queued.stderr
+        service.wait_event("tuned", shape="N=20")  # long before the 600 s poll
+        with Store(pg_url) as store:  # a recorded miss (the lookup's flush) wakes it too
+            _miss(store, "tiny", {"N": 12}, _cpu_name())
+        service.wait_event("tuned", shape="N=12")
+    finally:
+        assert service.stop() == 0, service.log_text()
+
+
+@pytest.mark.postgres  # 20-45 s on a loaded 2-core machine: under the slow marker's 60 s
+def test_three_services_tune_every_miss_once_and_take_over_a_killed_one(pg_url, tmp_path):
+    cpu = _cpu_name()
+    shapes = [{"N": n} for n in range(8, 48)][:20]
+    with Store.open(pg_url, create=True) as store:
+        for dims in shapes:
+            _miss(store, "tiny", dims, cpu)
+    # the victim's compiles wait on a gate nobody opens: it is mid-request when it is killed
+    # and its lease outlives the test: its request is taken over because its pid is gone (same host)
+    victim = Served(
+        tmp_path,
+        pg_url,
+        [TINY],
+        env={"TINY_GATE": str(tmp_path / "gate"), "AUTOTUNE_SERVE_LEASE": "3600"},
+        n=0,
+    )
+    taken = victim.wait_event("tuning")
+    others = [Served(tmp_path, pg_url, [TINY], n=i) for i in (1, 2)]
+    try:
+        victim.proc.kill()
+        victim.proc.wait(timeout=WAIT_S)
+        with Store(pg_url) as store:
+            rows = _wait_requests(store, len(shapes))
+            assert all(r.status == "done" for r in rows), [(r.shape_key, r.status, r.message) for r in rows]
+            assert store.trials.duplicate_measurements() == 0
+            tuned = {r.shape_key for r in store.trials.best("tiny", device_name=cpu)}
+            assert tuned == {f"N={d['N']}" for d in shapes}
+            assert all(s.running == 0 for s in store.history.key_states())
+        finished = [
+            e
+            for o in others
+            for e in o.events()
+            if e["event"] == "tuned" and e["request"] == taken["request"]
+        ]
+        assert len(finished) == 1
+    finally:
+        codes = [o.stop() for o in others]
+    assert codes == [0, 0]
+    with Store(pg_url) as store:
+        states = sorted(s.state for s in store.services.listed())
+        assert states == ["starting", "stopped", "stopped"] or states.count("stopped") == 2
+
+
+def test_bad_serve_and_request_input_is_one_line_and_exit_2(sqlite_url, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 1\n")
+    cases = [
+        (["serve", "--kernels", str(tmp_path / "nope.py")], "no such kernel file or folder"),
+        (["serve", "--kernels", str(TINY), "--log-format", "xml"], "choose text or json"),
+        (["serve", "--kernels", str(bad), "--devices", "cpu"], "declares no KERNEL"),
+        (["request", str(TINY)], "give at least one --shape"),
+        (["request", str(TINY), "--shape", "N=100000000000000000000"], "too large"),
+        (["request", str(TINY), "--shape", "M=3", "--device", "cpu"], "missing N"),
+    ]
+    for args, message in cases:
+        proc = _cli(*args, "--db", sqlite_url)
+        lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (args, proc.stderr)
+    with Store(sqlite_url) as store:  # the service that could not load its kernel file says stopped
+        assert [s.state for s in store.services.listed()] == ["stopped"]
