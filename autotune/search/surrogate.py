@@ -139,9 +139,8 @@ def prior_trust(prior_at: np.ndarray, log_times: np.ndarray, before: float) -> t
 
 class LocalCorrection:
     """The GP: sklearn fits its hyperparameters (every ``REFIT_EVERY`` new results at first, then as the
-    data grows by ``REFIT_GROWTH``, each fit starting from the last one's optimum); the posterior with
-    fixed hyperparameters is numpy (a Cholesky of a ~100x100 matrix: sklearn's estimator around it cost
-    ~20 ms per call, most of a proposal's time)."""
+    data grows by ``REFIT_GROWTH``); the posterior with fixed hyperparameters is numpy (a Cholesky of a
+    ~100x100 matrix: sklearn's estimator around it cost ~20 ms per call, most of a proposal's time)."""
 
     def __init__(self, seed: int | None = None):
         self.seed = seed
@@ -152,21 +151,22 @@ class LocalCorrection:
     def fit(self, x: np.ndarray, y: np.ndarray) -> None:
         n, d = x.shape
         if self._kernel is None or n - self._fitted_at >= max(REFIT_EVERY, REFIT_GROWTH * self._fitted_at):
-            self._kernel = self._optimize(x, y, self._kernel if self._kernel is not None and n >= 2 else None)
+            self._kernel = self._optimize(x, y)
             self._fitted_at = n
         self._post = _Posterior(self._kernel, x, y)
 
-    def _optimize(self, x: np.ndarray, y: np.ndarray, start: Any) -> Any:
+    def _optimize(self, x: np.ndarray, y: np.ndarray) -> Any:
+        """The hyperparameters, from scratch each time: started from the last optimum, a fit stayed where
+        a few results had left it (replayed: 0.5 % -> 5 % mean regret at 80 evaluations)."""
         import warnings
 
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.gaussian_process import GaussianProcessRegressor
         from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-        if start is None or np.shape(start.k1.k2.length_scale) != (x.shape[1],):
-            start = ConstantKernel(1.0, (1e-3, 1e2)) * Matern(
-                length_scale=np.ones(x.shape[1]), length_scale_bounds=(5e-2, 1e2), nu=2.5
-            ) + WhiteKernel(1e-2, (1e-5, 1e0))
+        start = ConstantKernel(1.0, (1e-3, 1e2)) * Matern(
+            length_scale=np.ones(x.shape[1]), length_scale_bounds=(5e-2, 1e2), nu=2.5
+        ) + WhiteKernel(1e-2, (1e-5, 1e0))
         gp = GaussianProcessRegressor(start, normalize_y=True, random_state=self.seed or 0)
         with warnings.catch_warnings(), single_threaded():
             warnings.simplefilter("ignore", ConvergenceWarning)
