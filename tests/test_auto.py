@@ -570,3 +570,54 @@ def test_tpe_draws_again_instead_of_repeating_a_config(monkeypatch):
         monkeypatch.setattr(optuna_strategy, "REASK", reask)
         repeats[reask] = sum(_run("tpe", (), 30, seed=s).repeats for s in (0, 1))
     assert repeats[optuna_strategy.REASK] < repeats[1]
+
+
+def test_the_numpy_posterior_is_sklearns_and_conditions_on_pending_configs():
+    """The GP's posterior with fixed hyperparameters is computed in numpy (sklearn's estimator around it
+    cost most of a proposal): its mean and sd are sklearn's, and its sd given pending configs is the sd of
+    a fit with them counted at their predicted values (the kriging believer) on the same normalization."""
+    import numpy as np
+    from sklearn.gaussian_process import GaussianProcessRegressor
+
+    from autotune.search.surrogate import LocalCorrection
+
+    rng = np.random.default_rng(0)
+    x, pool = rng.normal(size=(30, 4)), rng.normal(size=(200, 4))
+    y = np.sin(2 * x[:, 0]) + x[:, 1] ** 2 + 0.05 * rng.normal(size=30)
+    gp = LocalCorrection(0)
+    gp.fit(x, y)
+    ref = GaussianProcessRegressor(gp._kernel, normalize_y=True, optimizer=None).fit(x, y)
+    mean, sd = gp.predict(pool)
+    ref_mean, ref_sd = ref.predict(pool, return_std=True)
+    assert np.allclose(mean, ref_mean, atol=1e-8) and np.allclose(sd, ref_sd, atol=1e-8)
+
+    pending = np.array([3, 50, 120])
+    z = (y - y.mean()) / y.std()
+    believed = (mean[pending] - y.mean()) / y.std()
+    xb, zb = np.vstack([x, pool[pending]]), np.concatenate([z, believed])
+    ref_b = GaussianProcessRegressor(gp._kernel, normalize_y=False, optimizer=None).fit(xb, zb)
+    given = gp.posterior().sd_given(pool, pending)
+    assert np.allclose(given, y.std() * ref_b.predict(pool, return_std=True)[1], atol=1e-8)
+    assert (given[pending] < sd[pending] - 1e-3).all()  # a pending config's sd falls to about the noise
+    assert (given <= sd + 1e-12).all()
+
+
+def test_a_batch_of_proposals_shares_one_model_fit():
+    """Between two results the model is the same: a batch of proposals fits it once (each proposal then
+    costs a numpy solve), and the batch spreads out (distinct, never-measured configs)."""
+    space = Space.from_dict(SPACE)
+    valid = list(space.enumerate(FACTS))
+    st = make_strategy("auto", StrategyContext(space, FACTS, 0, valid, shape={"N": 16}, shape_params=("N",)))
+    sampler = st.study.sampler
+    fits = []
+    fit = sampler.local.fit
+    sampler.local.fit = lambda x, y: (fits.append(len(x)), fit(x, y))
+    for config in st.propose(4):
+        st.tell(config, shifting(config, {"N": 16}))
+    batch = st.propose(6)
+    assert len(fits) == 1 and fits[0] >= 3
+    told = set(st._told)
+    assert len({config_hash(c) for c in batch}) == 6 and not told & {config_hash(c) for c in batch}
+    st.tell(batch[0], shifting(batch[0], {"N": 16}))
+    st.propose(2)
+    assert len(fits) == 2  # a new result: a new fit

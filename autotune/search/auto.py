@@ -133,6 +133,10 @@ class AutoSampler(BaseSampler):
                 self._by_value[(p.name, v)] = np.array([c.get(p.name) == v for c in self.pool])
         self._choices = 0
         self._covers = 0
+        self._trial_pool: dict[int, int | None] = {}
+        #: the results the model was last fitted on, and its mean over the pool (None: not fitted)
+        self._fit_key: tuple[tuple[int, float], ...] | None = None
+        self._mean: np.ndarray | None = None
         self.setup_s = time.perf_counter() - t0
         log.info(
             "auto: %d candidates, %d history points, prior=%s (trust %.2f), %.2f s",
@@ -236,7 +240,7 @@ class AutoSampler(BaseSampler):
         for t in study.get_trials(deepcopy=False):
             if t.number == trial.number:
                 continue
-            i = self._index.get(config_hash(self._config(t.params)))
+            i = self._trial_index(t)
             if i is None:
                 continue
             if t.state == TrialState.COMPLETE and t.value is not None and t.value > 0:
@@ -249,6 +253,16 @@ class AutoSampler(BaseSampler):
         choice = self._choose(observed, blocked, free)
         return dict(self.pool[choice])
 
+    def _trial_index(self, t: FrozenTrial) -> int | None:
+        """The pool index of a trial's config, cached by trial number: a trial's parameters never change
+        once asked, and snapping and hashing every trial on every proposal cost more than the model."""
+        if t.number in self._trial_pool:
+            return self._trial_pool[t.number]
+        i = self._index.get(config_hash(self._config(t.params)))
+        if t.params:  # an empty one may be a trial still being asked
+            self._trial_pool[t.number] = i
+        return i
+
     # ------------------------------------------------------------------ the choice
 
     def _choose(self, observed: dict[int, float], blocked: set[int], free: np.ndarray) -> int:
@@ -258,10 +272,16 @@ class AutoSampler(BaseSampler):
         pending = [i for i in blocked if i not in observed]
         self._choices += 1
         cover = self.has_prior and self._choices % COVER_EVERY == 0
-        idx = np.array(list(observed), dtype=int)
+        idx = np.array(sorted(observed), dtype=int)
         log_t = np.log(np.array([observed[i] for i in idx]))
-        if self.has_prior:
-            self.trust, self.tau = prior_trust(self.prior[idx], log_t, self.trust0)
+        # a batch (the proposals between two results) shares one fit: the model depends on the results
+        # alone, the pending configs only shrink its sd near them (``sd_given``)
+        key = tuple((int(i), observed[int(i)]) for i in idx)
+        fresh = key != self._fit_key
+        if fresh:
+            self._fit_key, self._mean = key, None
+            if self.has_prior:
+                self.trust, self.tau = prior_trust(self.prior[idx], log_t, self.trust0)
         prior = self.trust * self.prior
         wrong = self.tau is not None and self.tau <= 0  # the prior ranks this shape's results wrong
         if self.has_prior and len(observed) < PRIOR_ONLY and not wrong:
@@ -271,13 +291,13 @@ class AutoSampler(BaseSampler):
             return c if c is not None else self._diverse_prior(blocked, free, sure)
         if len(observed) < N_INIT:
             return self._start(blocked, free)
-        y = log_t - prior[idx]
-        self.local.fit(self.x_gp[idx], y)
-        if pending:
-            pend = np.array(pending)
-            believed, _ = self.local.predict(self.x_gp[pend])
-            self.local.believe(self.x_gp[np.concatenate([idx, pend])], np.concatenate([y, believed]))
-        mean, sd = self.local.predict(self.x_gp)
+        if self._mean is None:
+            self.local.fit(self.x_gp[idx], log_t - prior[idx])
+            self._mean, _ = self.local.predict(self.x_gp)
+        # kriging believer: the pending configs counted at their predicted times leave the mean as it is
+        # and shrink the sd near them, so a batch spreads out
+        mean = self._mean
+        sd = self.local.posterior().sd_given(self.x_gp, np.array(sorted(pending), dtype=int))
         sd = np.sqrt(sd**2 + (self.trust * self.prior_sd) ** 2)
         score = np.where(free, prior + mean - KAPPA * sd, np.inf)
         c = self._cover(blocked, score, free) if cover else None
