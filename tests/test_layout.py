@@ -3,7 +3,7 @@ over 60 lines, and the public import paths kernel files and users write.
 
 Read from the source (AST), so these checks import nothing of the package except where a public import is
 the point. A part (a unit) is a subpackage of autotune/ (space, kernel, engine, search, store, tuning,
-runtime, jobs, cli) or the ground floor: every other top-level module (errors, settings, records, trial,
+runtime, jobs, service, cli) or the ground floor: every other top-level module (errors, settings, records, trial,
 shapes, devices, env, bench, ...) except the facades that re-export (the package itself, __main__ and the
 wave-2 import paths)."""
 
@@ -33,6 +33,7 @@ FLOOR = {
     "tuning": 5,
     "runtime": 6,
     "jobs": 6,
+    "service": 6,  # `autotune serve`: like a nightly job, it drives the tuning loop (DESIGN.md: tuning/service.py)
     "cli": 7,
 }
 #: top-level modules that only re-export (or start the CLI): exempt from the floors
