@@ -27,6 +27,19 @@ def opt_help(text: str, *, env: str | None = None, default: object = None) -> st
     return f"{text} {escape('[' + '; '.join(parts) + ']')}" if parts else text
 
 
+#: `search` and `serve`: the devices timed on
+DevicesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--devices",
+        "--device",
+        help=opt_help(
+            "cuda, cuda:N, cuda:0,cuda:1, all or cpu", env="AUTOTUNE_DEVICES", default="cuda if present"
+        ),
+    ),
+]
+
+
 DbOption = Annotated[
     str | None,
     typer.Option(

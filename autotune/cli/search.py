@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from autotune.cli.common import DbOption, ShapesOption, check_strategy, err, fmt_config, opt_help, out
+from autotune.cli.common import (
+    DbOption,
+    DevicesOption,
+    ShapesOption,
+    check_strategy,
+    err,
+    fmt_config,
+    opt_help,
+    out,
+)
 from autotune.errors import DatabaseUnreachableError, SettingsError
 from autotune.files import check_writable, write_text
 from autotune.trial import fmt_time
@@ -67,16 +76,6 @@ RetimeTopOption = Annotated[
 RetimeRoundsOption = Annotated[
     int | None,
     typer.Option(help=opt_help("Interleaved re-timing rounds", env="AUTOTUNE_RETIME_ROUNDS", default=3)),
-]
-DevicesOption = Annotated[
-    str | None,
-    typer.Option(
-        "--devices",
-        "--device",
-        help=opt_help(
-            "cuda, cuda:N, cuda:0,cuda:1, all or cpu", env="AUTOTUNE_DEVICES", default="cuda if present"
-        ),
-    ),
 ]
 NumTestsOption = Annotated[
     int | None,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from autotune.cli.common import DbOption, ShapesOption, opt_help, out
+from autotune.cli.common import DbOption, DevicesOption, ShapesOption, out
 from autotune.errors import SettingsError
 
 if TYPE_CHECKING:
@@ -22,16 +22,6 @@ KernelsOption = Annotated[
         "--kernels",
         help="Kernel file, or folder of kernel files, the service may run (repeatable); requests for any "
         "other kernel are refused",
-    ),
-]
-DevicesOption = Annotated[
-    str | None,
-    typer.Option(
-        "--devices",
-        "--device",
-        help=opt_help(
-            "cuda, cuda:N, cuda:0,cuda:1, all or cpu", env="AUTOTUNE_DEVICES", default="cuda if present"
-        ),
     ),
 ]
 LogFormatOption = Annotated[
