@@ -413,3 +413,61 @@ def test_bad_serve_and_request_input_is_one_line_and_exit_2(sqlite_url, tmp_path
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (args, proc.stderr)
     with Store(sqlite_url) as store:  # the service that could not load its kernel file says stopped
         assert [s.state for s in store.services.listed()] == ["stopped"]
+
+
+def test_a_search_is_handed_to_a_live_service_and_local_searches_here(db_url, tmp_path):
+    """`autotune search` of the file a live service runs, on its devices, hands its shapes over: the
+    service's log says it searched them under the command's budget (--trials), the command prints the same
+    table and writes the same JSON from the report the service stored; `--local` searches in-process."""
+    service = Served(tmp_path, db_url, [MATMUL])
+    try:
+        service.wait_event("serving")
+        out = tmp_path / "handed.json"
+        handed = _cli(
+            "search", str(MATMUL), "--device", "cpu", "--shape", "M=64,N=64,K=64", "--trials", "3",
+            "--db", db_url, "--json", str(out),
+        )  # fmt: skip
+        assert handed.returncode == 0, handed.stderr
+        assert "handed to autotune serve" in handed.stderr and f"pid {service.proc.pid}" in handed.stderr
+        assert "matmul_cpu: best config per shape" in handed.stdout
+        [report] = json.loads(out.read_text())
+        assert report["shape"] == {"M": 64, "N": 64, "K": 64} and report["evaluations"] == 3
+        assert report["best"]["status"] == "ok" and report["stop_reason"] == "trials"
+        tuned = service.wait_event("tuned", shape="M=64,N=64,K=64")
+        assert "after 3 evaluations" in tuned["message"]
+        # a shape that is not the kernel's: the same one line and exit 2 as in-process
+        bad = _cli("search", str(MATMUL), "--device", "cpu", "--shape", "M=64,N=64", "--db", db_url)
+        assert bad.returncode == 2 and "missing K" in bad.stderr and "Traceback" not in bad.stderr
+        # --local: this process starts its own workers; the service is not asked
+        local = _cli(
+            "search", str(MATMUL), "--device", "cpu", "--shape", "M=32,N=64,K=64", "--trials", "2",
+            "--db", db_url, "--local",
+        )  # fmt: skip
+        assert local.returncode == 0, local.stderr
+        assert "handed to autotune serve" not in local.stderr and "matmul_cpu" in local.stdout
+    finally:
+        assert service.stop() == 0, service.log_text()
+    with Store(db_url) as store:
+        assert store.trials.duplicate_measurements() == 0
+        assert not [e for e in service.events() if e.get("shape") == "M=32,N=64,K=64"]
+
+
+def test_hostile_search_options_are_refused():
+    """A handed-over search's budget is data: unknown keys, absurd values and unknown strategies are refused."""
+    from autotune.service.validate import Refusal, checked_options
+
+    assert checked_options(None) is None
+    assert checked_options({"trials": 5, "timeout_s": 0.0, "strategy": "random", "seed": 1}) == {
+        "trials": 5, "timeout_s": 0.0, "strategy": "random", "seed": 1,
+    }  # fmt: skip
+    for bad in (
+        [1],
+        {"trials": 10**20},
+        {"trials": "5"},
+        {"timeout_s": float("nan")},
+        {"strategy": "annealing"},
+        {"seed": -1},
+        {"configs_file": "/etc/passwd"},
+    ):
+        with pytest.raises(Refusal):
+            checked_options(bad)

@@ -11,7 +11,6 @@ import types
 
 import pytest
 
-from autotune.cli.search import report_dict
 from autotune.engine import SerialPipeline, SimulatedBackend, SimulatedKernel
 from autotune.engine.simulated import Landscape
 from autotune.search import stopping
@@ -22,6 +21,7 @@ from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus, config_hash
 from autotune.tuning import shape_search
 from autotune.tuning.replay import replay_one
+from autotune.tuning.shape_search import report_dict
 from autotune.tuning.tuner import Tuner
 
 #: 16 x 7 x 2 = 224 configs

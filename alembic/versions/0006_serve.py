@@ -27,6 +27,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column('lease_until', sa.DateTime(timezone=True), nullable=True))
         batch.add_column(sa.Column('tuned_at', sa.DateTime(timezone=True), nullable=True))
         batch.add_column(sa.Column('message', sa.Text(), nullable=True))
+        batch.add_column(sa.Column('options', sa.JSON(), nullable=True))
+        batch.add_column(sa.Column('report', sa.JSON(), nullable=True))
         batch.create_check_constraint(
             op.f('ck_autotune_shape_requests_status'), "status IN ('queued', 'running', 'done', 'refused')"
         )
@@ -57,6 +59,8 @@ def downgrade() -> None:
     with op.batch_alter_table('autotune_shape_requests') as batch:
         batch.drop_index('ix_autotune_shape_requests_status_device_name')
         batch.drop_constraint(op.f('ck_autotune_shape_requests_status'), type_='check')
+        batch.drop_column('report')
+        batch.drop_column('options')
         batch.drop_column('message')
         batch.drop_column('tuned_at')
         batch.drop_column('lease_until')

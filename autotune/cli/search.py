@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -76,6 +75,10 @@ RetimeTopOption = Annotated[
 RetimeRoundsOption = Annotated[
     int | None,
     typer.Option(help=opt_help("Interleaved re-timing rounds", env="AUTOTUNE_RETIME_ROUNDS", default=3)),
+]
+LocalOption = Annotated[
+    bool,
+    typer.Option("--local", help="Search in this process, even when a live `autotune serve` here runs FILE"),
 ]
 NumTestsOption = Annotated[
     int | None,
@@ -149,11 +152,12 @@ def search(
     json_out: JsonOption = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
+    local: LocalOption = False,
 ) -> None:
     """Search the fastest correct config of FILE's kernel for each shape; store every trial.
 
-    Several processes (one per host, or per GPU) may run the same command against one database: claims
-    in the database keep them from measuring a config twice."""
+    Processes on many hosts may run it against one database (claims: no config is measured twice); a live
+    `autotune serve` here running FILE searches with its warm workers (`--local`: in this process)."""
     from autotune import timeline
 
     with timeline.traced():
@@ -183,12 +187,49 @@ def search(
         from autotune.tuning.progress import SearchProgress, choose_mode
 
         progress = SearchProgress(err, choose_mode(err, quiet=quiet, verbose=verbose), verbose=verbose)
-        reports, kernel = _run(file, store, new_db, settings, shapes, progress)
+        handed = _via_service(file, store, settings, shapes, progress, local=local or new_db)
+        reports, kernel = handed or _run(file, store, new_db, settings, shapes, progress)
         print_reports(reports, kernel)
-        if json_out is not None:
-            write_text(
-                json_out, json.dumps([report_dict(r) for r in reports], indent=2, default=str), "--json"
-            )
+        _write_json(json_out, reports)
+
+
+def _write_json(json_out: Path | None, reports: list[ShapeReport]) -> None:
+    """``--json``: every shape's report (``report_dict``)."""
+    if json_out is not None:
+        from autotune.tuning.shape_search import report_dict
+
+        write_text(json_out, json.dumps([report_dict(r) for r in reports], indent=2, default=str), "--json")
+
+
+def _via_service(
+    file: Path,
+    store: Store,
+    settings: SearchSettings,
+    shapes: list[dict[str, int]],
+    progress: SearchProgress,
+    *,
+    local: bool,
+) -> tuple[list[ShapeReport], str] | None:
+    """The reports of a live service of this host running FILE, or None: search in this process (``local``:
+    --local, or a new database no service uses; no --shape: the kernel's default shapes are in its file)."""
+    from dataclasses import replace
+
+    from autotune.kernel.contract import source_hash
+    from autotune.service.client import HANDED_OVER, find_service, hand_over
+    from autotune.settings import SearchSettings
+
+    if local or not shapes:
+        return None
+    # how configs are compiled and timed is the service's: a search setting them otherwise runs here
+    if replace(settings, **{k: getattr(SearchSettings(), k) for k in HANDED_OVER}) != SearchSettings():
+        return None
+
+    found = find_service(store, source_hash(file), settings.devices)
+    if found is None:
+        return None
+    service, kernel = found
+    reports = hand_over(store, service, kernel, shapes, settings, progress.say)
+    return None if reports is None else (reports, str(kernel["name"]))
 
 
 def _check_paths(file: Path, configs: Path | None, json_out: Path | None) -> None:
@@ -282,45 +323,6 @@ def _search_shape(tuner: Tuner, shape: Shape, progress: SearchProgress) -> Shape
         ) from None
     progress.finish_shape(report)
     return report
-
-
-#: the names ``search --json`` has always used for these ShapeReport fields
-_REPORT_NAMES = {"study_name": "study"}
-#: ShapeReport fields written under "history", by these names
-_REPORT_HISTORY = {"history_points": "measurements", "history_keys": "keys"}
-
-
-def report_dict(r: ShapeReport) -> dict[str, Any]:
-    """One shape's results as ``search --json`` writes them: every ``ShapeReport`` field (a new one needs no
-    edit here), trial results by their own ``to_dict``, plus the derived speed-up and noise verdict."""
-    d: dict[str, Any] = {}
-    history: dict[str, Any] = {}
-    for f in fields(r):
-        if f.name == "shape_key":
-            continue  # the shape, formatted: "shape" says it
-        value = _jsonable(getattr(r, f.name))
-        if f.name in _REPORT_HISTORY:
-            history[_REPORT_HISTORY[f.name]] = value
-        else:
-            d[_REPORT_NAMES.get(f.name, f.name)] = value
-    d["speedup"] = r.speedup
-    d["finalists_within_noise"] = r.within_noise
-    d["history"] = history
-    return d
-
-
-def _jsonable(value: Any) -> Any:
-    from dataclasses import asdict, is_dataclass
-
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if is_dataclass(value) and not isinstance(value, type):
-        return asdict(value)
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return dict(value)
-    return value
 
 
 #: what each stop reason means, for the output (``search.stopping``'s reasons)

@@ -12,17 +12,19 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from autotune.errors import DatabaseUnreachableError, SettingsError, StoreError
 from autotune.service.events import EventLog
-from autotune.service.validate import Refusal, check_dtypes, checked_shape
+from autotune.service.validate import Refusal, check_dtypes, checked_options, checked_shape
 from autotune.settings import SearchSettings, ServeSettings
-from autotune.shapes import format_shape
+from autotune.shapes import Shape, format_shape
 from autotune.store import Owner, Store, Work
 from autotune.store.rows import dtypes_key
 from autotune.trial import fmt_config, fmt_time
+from autotune.tuning.shape_search import ShapeReport, report_dict
 
 
 class ServiceStopping(BaseException):
@@ -212,6 +214,7 @@ class Service:
         try:
             shape = checked_shape(work.dims, meta.shape_params)
             check_dtypes(work.dtypes_key, dtypes_key(meta.dtypes))
+            options = checked_options(work.options)
         except Refusal as e:
             self._finish(work, "refused", str(e))
             return
@@ -221,7 +224,7 @@ class Service:
             for r in self.store.trials.best(meta.name, shape_key, self.device_name)
             if r.source_hash == meta.source_hash
         ]
-        if tuned:
+        if tuned and options is None:  # a miss or request already served; a handed-over search runs
             self._finish(
                 work, "done", f"already tuned: {fmt_config(tuned[0].config)} {fmt_time(tuned[0].time_s)}"
             )
@@ -232,7 +235,7 @@ class Service:
             self._in_search = True
             if self.stop.is_set():
                 raise ServiceStopping()
-            report = tuner.search_shape(shape)
+            report = self._search(tuner, shape, options)
         except DatabaseUnreachableError as e:  # the database's fault, not the request's: queued again
             self._in_search = False
             self.log("failed", str(e), request=work.id)
@@ -250,10 +253,24 @@ class Service:
             if best is not None
             else f"no config ran correctly in {report.evaluations} evaluations"
         )
-        self._finish(work, "done", message, search_s=round(time.monotonic() - t0, 2))
+        self._finish(work, "done", message, report_dict(report), search_s=round(time.monotonic() - t0, 2))
 
-    def _finish(self, work: Work, status: str, message: str, **fields: Any) -> None:
-        ours = self.store.services.finish(work.id, self.owner, status, message)
+    @staticmethod
+    def _search(tuner: Any, shape: Shape, options: dict[str, Any] | None) -> ShapeReport:
+        """The one search loop (``Tuner.search_shape``), under a handed-over search's budget if any."""
+        if options is None:
+            return tuner.search_shape(shape)
+        base = tuner.settings
+        tuner.settings = replace(base, **options)
+        try:
+            return tuner.search_shape(shape)
+        finally:
+            tuner.settings = base
+
+    def _finish(
+        self, work: Work, status: str, message: str, report: dict[str, Any] | None = None, **fields: Any
+    ) -> None:
+        ours = self.store.services.finish(work.id, self.owner, status, message, report)
         event = "tuned" if status == "done" else "refused"
         if not ours:
             message += " (its lease had expired: another service took it over)"

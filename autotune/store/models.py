@@ -259,6 +259,10 @@ class ShapeRequestRow(Base):
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     tuned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     message: Mapped[str | None] = mapped_column(Text)
+    #: an ``autotune search`` handed to a service: its budget (trials, timeout_s, strategy, seed), and the
+    #: search's report (``tuning.shape_search.report_dict``) once done, which that command prints
+    options: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class ServiceRow(Base):

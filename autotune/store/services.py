@@ -97,6 +97,19 @@ class Work:
     dims: Any  # as stored: the service validates it (a hostile row may hold anything JSON can)
     dtypes_key: str
     device_name: str
+    #: the budget of an ``autotune search`` handed over (unchecked: the service validates it); None for
+    #: a recorded miss or ``autotune request`` (the service's own stopping rule)
+    options: Any = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a request stands, for the command waiting on it."""
+
+    status: str
+    message: str | None
+    report: dict[str, Any] | None
+    owner: str | None
 
 
 class Services:
@@ -216,10 +229,17 @@ class Services:
     # ---------------------------------------------------------------- the queue
 
     def enqueue(
-        self, kernel_name: str, dims: dict[str, int], shape_key: str, device_name: str, dtypes_key: str = ""
+        self,
+        kernel_name: str,
+        dims: dict[str, int],
+        shape_key: str,
+        device_name: str,
+        dtypes_key: str = "",
+        options: dict[str, Any] | None = None,
     ) -> int:
-        """Queue a shape (``autotune request``): counted like a recorded miss, and queued again when it
-        was done or refused before (a running one stays with its service). Returns the request's id."""
+        """Queue a shape (``autotune request``; ``autotune search`` with its budget in ``options``): counted
+        like a recorded miss, and queued again when it was done or refused before (a running one stays with
+        its service, whose report the waiting command then reads). Returns the request's id."""
         now = utcnow()
         Requests(self.db).add(
             [RequestCount(kernel_name, shape_key, dims, device_name, 1, now, now, dtypes_key)]
@@ -234,7 +254,9 @@ class Services:
             s.execute(
                 update(ShapeRequestRow)
                 .where(*ident, ShapeRequestRow.status != "running")
-                .values(status="queued", owner=None, lease_until=None, message=None)
+                .values(
+                    status="queued", owner=None, lease_until=None, message=None, options=options, report=None
+                )
             )
             notify(s, self.db)
             return int(s.scalars(select(ShapeRequestRow.id).where(*ident)).one())
@@ -281,7 +303,15 @@ class Services:
                 ).rowcount
                 if won != 1:  # another service took it between the read and the update
                     return None
-                return Work(row.id, row.kernel_name, row.shape_key, row.dims, row.dtypes_key, row.device_name)
+                return Work(
+                    row.id,
+                    row.kernel_name,
+                    row.shape_key,
+                    row.dims,
+                    row.dtypes_key,
+                    row.device_name,
+                    row.options,
+                )
 
         return self.db.retrying(attempt)
 
@@ -307,9 +337,16 @@ class Services:
                     .values(status="queued", owner=None, lease_until=None)
                 )
 
-    def finish(self, request_id: int, owner: Owner, status: str, message: str) -> bool:
-        """Mark ``owner``'s request ``done`` or ``refused``; False when it is no longer ours (its lease
-        expired and another service took it over)."""
+    def finish(
+        self,
+        request_id: int,
+        owner: Owner,
+        status: str,
+        message: str,
+        report: dict[str, Any] | None = None,
+    ) -> bool:
+        """Mark ``owner``'s request ``done`` or ``refused`` (with the search's report, if one ran); False
+        when it is no longer ours (its lease expired and another service took it over)."""
         assert status in ("done", "refused")
         now = utcnow()
         with self.db.session(write=True) as s:
@@ -320,6 +357,7 @@ class Services:
                     status=status,
                     lease_until=None,
                     message=message,
+                    report=report,
                     tuned_at=now if status == "done" else None,
                 )
             )
@@ -359,6 +397,13 @@ class Services:
             )
             notify(s, self.db)
             return int(res.rowcount or 0)
+
+    def outcome(self, request_id: int) -> Outcome:
+        """Where a request stands (``autotune search`` waiting on a service polls it)."""
+        with self.db.session() as s:
+            row = s.get_one(ShapeRequestRow, request_id)
+            report = row.report if isinstance(row.report, dict) else None
+            return Outcome(row.status, row.message, report, row.owner)
 
     def status_of(self, request_id: int) -> tuple[str, str | None]:
         """(status, message) of a request."""

@@ -25,7 +25,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any, Protocol
@@ -137,6 +137,67 @@ class ShapeReport:
         if self.best and self.default and self.default.time_s and self.best.time_s:
             return self.default.time_s / self.best.time_s
         return None
+
+
+#: the names ``search --json`` has always used for these ShapeReport fields
+_REPORT_NAMES = {"study_name": "study"}
+#: ShapeReport fields written under "history", by these names
+_REPORT_HISTORY = {"history_points": "measurements", "history_keys": "keys"}
+
+
+def report_dict(r: ShapeReport) -> dict[str, Any]:
+    """One shape's results as ``search --json`` writes them: every ``ShapeReport`` field (a new one needs no
+    edit here), trial results by their own ``to_dict``, plus the derived speed-up and noise verdict."""
+    d: dict[str, Any] = {}
+    history: dict[str, Any] = {}
+    for f in fields(r):
+        if f.name == "shape_key":
+            continue  # the shape, formatted: "shape" says it
+        value = _jsonable(getattr(r, f.name))
+        if f.name in _REPORT_HISTORY:
+            history[_REPORT_HISTORY[f.name]] = value
+        else:
+            d[_REPORT_NAMES.get(f.name, f.name)] = value
+    d["speedup"] = r.speedup
+    d["finalists_within_noise"] = r.within_noise
+    d["history"] = history
+    return d
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return dict(value)
+    return value
+
+
+def report_from_dict(d: Mapping[str, Any]) -> ShapeReport:
+    """A ``ShapeReport`` again from ``report_dict``'s output (a search a service ran, read back by the
+    ``autotune search`` that handed it over). Derived entries (speed-up, noise verdict) are recomputed."""
+    names = {_REPORT_NAMES.get(f.name, f.name): f.name for f in fields(ShapeReport)}
+    history = d.get("history") or {}
+    values: dict[str, Any] = {}
+    for key, name in names.items():
+        if name in _REPORT_HISTORY:
+            values[name] = history.get(_REPORT_HISTORY[name], 0)
+        elif key in d:
+            values[name] = d[key]
+    values["shape"] = {str(k): int(v) for k, v in (values.get("shape") or {}).items()}
+    values["shape_key"] = format_shape(values["shape"])
+    for name in ("best", "default"):
+        values[name] = TrialResult.from_dict(values[name]) if values.get(name) else None
+    for name in ("statuses", "faults"):
+        values[name] = Counter(values.get(name) or {})
+    values["finalists"] = [Finalist(**f) for f in values.get("finalists") or ()]
+    values["devices"] = tuple(values.get("devices") or ())
+    if values.get("device_gap_s") is not None:
+        values["device_gap_s"] = tuple(values["device_gap_s"])
+    return ShapeReport(**values)
 
 
 # ------------------------------------------------------------------------------------------- what it is given
