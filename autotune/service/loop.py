@@ -26,6 +26,9 @@ from autotune.store.rows import dtypes_key
 from autotune.trial import fmt_config, fmt_time
 from autotune.tuning.shape_search import ShapeReport, report_dict
 
+#: seconds between two passes refusing queued requests for kernels no live service runs
+REFUSE_EVERY_S = 2.0
+
 
 class ServiceStopping(BaseException):
     """Raised into the search in flight by SIGTERM: a BaseException, so that nothing on the way swallows
@@ -58,6 +61,7 @@ class Service:
         self._interrupted = False
         self._beats: threading.Thread | None = None
         self._listener: Any = None
+        self._next_refusal = 0.0
 
     # ------------------------------------------------------------------ the whole life
 
@@ -81,7 +85,7 @@ class Service:
                     worked = False
                     if str(e) != said:
                         said = str(e)
-                        self.log("database-failed", f"{e}; trying again every {self.serve.poll_s} s")
+                        self.log("database-failed", f"{e}; trying again every {self._poll_s()} s")
                 if not worked:
                     self._idle()
         except ServiceStopping:
@@ -139,7 +143,7 @@ class Service:
     def _idle(self) -> None:
         """Wait for work: a NOTIFY (Postgres) or the next poll, in slices of at most a second so that
         SIGTERM is seen at once."""
-        deadline = time.monotonic() + self.serve.poll_s
+        deadline = time.monotonic() + self._poll_s()
         while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
             if self._listener is None:
                 self.stop.wait(min(left, 1.0))
@@ -148,9 +152,12 @@ class Service:
                 if self._listener.wait(min(left, 1.0)):
                     return
             except Exception as e:  # the connection broke: poll from now on
-                self.log("listen-failed", f"polling every {self.serve.poll_s} s: {e}")
                 self._listener.close()
                 self._listener = None
+                self.log("listen-failed", f"polling every {self._poll_s()} s: {e}")
+
+    def _poll_s(self) -> float:
+        return self.serve.poll_for(self._listener is not None)
 
     def _shutdown(self) -> None:
         """Hand back the request in flight and every claim, close the workers, say ``stopped``."""
@@ -190,7 +197,16 @@ class Service:
     def step(self) -> bool:
         """Refuse what nobody serves, take one request and work it; False when the queue had nothing."""
         services = self.store.services
-        for w in services.refuse_unserved(self.owner, self.device_name, lease_s=self.serve.lease_s):
+        # refusing takes a write lock: not on every poll of an idle SQLite service (4 a second)
+        refuse = time.monotonic() >= self._next_refusal
+        if refuse:
+            self._next_refusal = time.monotonic() + REFUSE_EVERY_S
+        refused = (
+            services.refuse_unserved(self.owner, self.device_name, lease_s=self.serve.lease_s)
+            if refuse
+            else []
+        )
+        for w in refused:
             self.log(
                 "refused",
                 "no service runs this kernel",

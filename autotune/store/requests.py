@@ -74,7 +74,7 @@ class Requests:
                         continue
                     try:
                         with s.begin_nested():  # lost a race with another flusher: add to its row
-                            s.add(_request_row(c))
+                            s.add(request_row(c))
                     except IntegrityError:
                         s.execute(bump)
                 if not self.db.is_sqlite:  # wake idle `autotune serve` processes (store.services.CHANNEL)
@@ -104,7 +104,7 @@ class Requests:
             return [_request(r) for r in rows]
 
 
-def _request_row(c: RequestCount) -> ShapeRequestRow:
+def request_row(c: RequestCount) -> ShapeRequestRow:
     """The row of a new request: the count's fields by name."""
     values = {f.name: getattr(c, f.name) for f in fields(RequestCount)}
     values["dims"] = {str(k): int(v) for k, v in c.dims.items()}

@@ -17,13 +17,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, or_, select, text, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from autotune.store.claims import Owner, owner_id_dead
 from autotune.store.database import Database
 from autotune.store.models import ServiceRow, ShapeRequestRow, utcnow
-from autotune.store.requests import RequestCount, Requests
+from autotune.store.requests import RequestCount, request_row
 from autotune.store.rows import from_db_time
 
 #: days a service row is kept after its last heartbeat
@@ -241,25 +242,35 @@ class Services:
         like a recorded miss, and queued again when it was done or refused before (a running one stays with
         its service, whose report the waiting command then reads). Returns the request's id."""
         now = utcnow()
-        Requests(self.db).add(
-            [RequestCount(kernel_name, shape_key, dims, device_name, 1, now, now, dtypes_key)]
-        )
         ident = (
             ShapeRequestRow.kernel_name == kernel_name,
             ShapeRequestRow.shape_key == shape_key,
             ShapeRequestRow.dtypes_key == dtypes_key,
             ShapeRequestRow.device_name == device_name,
         )
-        with self.db.session(write=True) as s:
-            s.execute(
-                update(ShapeRequestRow)
-                .where(*ident, ShapeRequestRow.status != "running")
-                .values(
-                    status="queued", owner=None, lease_until=None, message=None, options=options, report=None
-                )
-            )
-            notify(s, self.db)
-            return int(s.scalars(select(ShapeRequestRow.id).where(*ident)).one())
+        new = RequestCount(kernel_name, shape_key, dims, device_name, 1, now, now, dtypes_key)
+
+        def attempt() -> int:
+            # one transaction: a service woken by the NOTIFY never sees the row without its options
+            with self.db.session(write=True) as s:
+                row = s.scalars(select(ShapeRequestRow).where(*ident).with_for_update()).first()
+                if row is None:
+                    try:
+                        with s.begin_nested():  # another command queued it first: use its row
+                            s.add(row := request_row(new))
+                    except IntegrityError:
+                        row = s.scalars(select(ShapeRequestRow).where(*ident).with_for_update()).one()
+                        row.count += 1
+                else:
+                    row.count, row.last_seen = row.count + 1, now
+                if row.status != "running":  # a running one stays with its service
+                    row.status, row.owner, row.lease_until, row.message = "queued", None, None, None
+                    row.options, row.report = options, None
+                s.flush()
+                notify(s, self.db)
+                return int(row.id)
+
+        return self.db.retrying(attempt)
 
     @staticmethod
     def _takeable(now: datetime) -> ColumnElement[bool]:
