@@ -5,7 +5,8 @@
 #      logged it tuned (the default stopping rule), and `autotune best` reads the row;
 #   3. a production process's miss (bench/serve_miss.py: best_config(record=True) every 0.2 s) at
 #      4096x2112x7168: seconds until that same process gets the tuned config;
-#   4. if `autotune search` hands work to the service: a 1-evaluation search through it, whole command;
+#   4. `autotune search` handed to the service, 1 and 40 evaluations, whole command, vs the same with --local
+#      (a cold process, its own database and Triton cache);
 #   5. SIGTERM: seconds to exit, exit status, running claims left;
 #   6. a 100-evaluation auto search vs the exhaustive strategy (1,176 configs), evaluations/s (issue 20;
 #      SKIP_RATE=1 leaves it out).
@@ -44,14 +45,19 @@ timeout 240 python3 bench/serve_miss.py gemm_fp8 M=4096,N=2112,K=7168 --timeout 
   > "$OUT/miss.log" 2>&1
 tail -4 "$OUT/miss.log" | tee -a "$S"
 
-echo "== 4. search through the service (1 evaluation), and --local" | tee -a "$S"
+echo "== 4. search through the service (1 and 40 evaluations), and --local (cold process, own DB and cache)" | tee -a "$S"
 if python3 -m autotune search --help 2>/dev/null | grep -q -- "--local"; then
-  for mode in service local; do
-    args=(); [ $mode = local ] && args=(--local)
-    t0=$(now)
-    timeout 120 python3 -m autotune search examples/gemm_fp8.py --shape M=1024,N=2112,K=7168 --trials 1 \
-      --db $DB "${args[@]}" --json "$OUT/one_$mode.json" > "$OUT/one_$mode.log" 2>&1
-    echo "1-eval via $mode rc=$? wall_s=$(since "$t0")" | tee -a "$S"
+  for n in 1 40; do
+    M=$([ $n = 1 ] && echo 1024 || echo 512)
+    for mode in service local; do
+      args=(--db $DB); [ $mode = local ] && args=(--local --db sqlite:////tmp/local_$n.db)
+      t0=$(now)
+      TRITON_CACHE_DIR=$([ $mode = local ] && echo /tmp/tc_local_$n || echo /tmp/tc_serve) \
+      timeout 200 python3 -m autotune search examples/gemm_fp8.py --shape M=$M,N=2112,K=7168 --trials $n \
+        "${args[@]}" --json "$OUT/s${n}_$mode.json" > "$OUT/s${n}_$mode.log" 2>&1
+      echo "$n-eval M=$M via $mode rc=$? wall_s=$(since "$t0")" | tee -a "$S"
+      tail -3 "$OUT/s${n}_$mode.log" | tee -a "$S"
+    done
   done
 else
   echo "no --local: search does not hand work to a service in this build" | tee -a "$S"
