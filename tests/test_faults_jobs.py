@@ -215,8 +215,9 @@ def test_poisoned_requests_are_skipped_and_the_valid_one_is_tuned(sqlite_url, tm
     assert "Requests skipped" in (tmp_path / "report" / "report.html").read_text()
     # and `autotune show --requests` says why, the reason found by building the inputs included
     shown = show_requests(sqlite_url)
-    assert squash(f"N={2**70} is too large") in squash(shown), shown
-    assert squash("inputs cannot be built: RuntimeError") in squash(shown), shown
+    reasons = last_column(shown)
+    assert squash(f"N={2**70} is too large") in reasons, shown
+    assert squash("inputs cannot be built: RuntimeError") in reasons, shown
     row = next(line for line in shown.splitlines() if f"N={40}," in line)
     assert row.rstrip(" │").endswith("-"), row  # tuned: no reason
 
@@ -228,6 +229,12 @@ def show_requests(db: str) -> str:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
+
+
+def last_column(table: str) -> str:
+    """The last column's cells read down the table, squashed: a long reason wraps over lines, how many
+    depends on the other columns' widths (the machine's CPU name), and a whole-table squash splits it."""
+    return squash("".join(line.split("│")[-2] for line in table.splitlines() if line.count("│") > 2))
 
 
 def squash(text: str) -> str:
@@ -254,7 +261,7 @@ def test_show_requests_gives_the_skip_reason_before_any_nightly_run(sqlite_url):
         assert requests_log.flush() == 3
     finally:
         clear_cache()
-    shown = squash(show_requests(sqlite_url))
+    shown = last_column(show_requests(sqlite_url))
     assert squash(f"N={2**70} is too large (max 2**62)") in shown, shown
     assert squash("not the kernel's shape parameters M,N,K") in shown, shown
     store.close()

@@ -39,7 +39,13 @@ class Served:
     """One ``autotune serve`` process, its JSON log in a file."""
 
     def __init__(
-        self, tmp: Path, db: str, kernels: list[Path], env: dict[str, str] | None = None, n: int = 0
+        self,
+        tmp: Path,
+        db: str,
+        kernels: list[Path],
+        env: dict[str, str] | None = None,
+        n: int = 0,
+        args: tuple[str, ...] = (),
     ):
         self.log_path = tmp / f"serve{n}.log"
         self.proc = subprocess.Popen(
@@ -55,7 +61,8 @@ class Served:
                 "--log-format",
                 "json",
             ]
-            + [a for k in kernels for a in ("--kernels", str(k))],
+            + [a for k in kernels for a in ("--kernels", str(k))]
+            + list(args),
             cwd=ROOT,
             env={**os.environ, **ENV, **(env or {})},
             stdout=subprocess.DEVNULL,
@@ -291,26 +298,30 @@ def test_hostile_requests_are_refused_in_one_line_and_the_service_goes_on(sqlite
         _miss(store, "tiny", {f"D{i}": 1 for i in range(10**6)}, cpu, shape_key="huge")
         _miss(store, "tiny", [1, 2, 3], cpu, shape_key="a-list")
         _miss(store, "not_a_kernel_here", {"N": 32}, cpu)
+        _miss(store, "tiny", {"N": 10**7}, cpu)  # valid, but its inputs (400 TB) cannot be allocated
     # a kernel file the service was not started with: refused, never imported by the service
     other = _cli("request", str(MATMUL), "--shape", "M=64,N=64,K=32", "--device", "cpu", "--db", sqlite_url)
     assert other.returncode == 0, other.stderr
     service = Served(tmp_path, sqlite_url, [TINY])
     try:
         with Store(sqlite_url) as store:
-            _wait_requests(store, 6)
-            _miss(store, "tiny", {"N": 16}, cpu)  # the service still works
+            _wait_requests(store, 7)
+            _miss(store, "tiny", {"N": 16}, cpu)  # the service still works (on new workers after N=10**7)
             service.wait_event("tuned", shape="N=16")
             rows = {r.shape_key: r for r in store.requests.recorded()}
     finally:
         assert service.stop() == 0, service.log_text()
     refused = {k: r.message for k, r in rows.items() if r.status == "refused"}
-    assert set(refused) == {"N=100000000000000000000", "M=32", "huge", "a-list", "N=32", "M=64,N=64,K=32"}
+    assert set(refused) == {
+        "N=100000000000000000000", "M=32", "huge", "a-list", "N=32", "M=64,N=64,K=32", "N=10000000",
+    }  # fmt: skip
     assert "too large" in refused["N=100000000000000000000"]
+    assert refused["N=10000000"].startswith("inputs cannot be built: RuntimeError"), refused
     assert "missing N" in refused["M=32"] and "1000000 keys" in refused["huge"]
     assert "no service runs this kernel" in refused["M=64,N=64,K=32"]
     assert rows["N=16"].status == "done"
     logged = [e for e in service.events() if e["event"] == "refused"]
-    assert len(logged) == 6 and all(len(json.dumps(e)) < 1000 for e in logged)  # one short line each
+    assert len(logged) == 7 and all(len(json.dumps(e)) < 1000 for e in logged)  # one short line each
 
 
 def test_sigterm_hands_the_request_back_and_exits_0(db_url, tmp_path):
@@ -406,6 +417,24 @@ def test_bad_serve_and_request_input_is_one_line_and_exit_2(sqlite_url, tmp_path
         (["request", str(TINY)], "give at least one --shape"),
         (["request", str(TINY), "--shape", "N=100000000000000000000"], "too large"),
         (["request", str(TINY), "--shape", "M=3", "--device", "cpu"], "missing N"),
+        (
+            ["serve", "--kernels", str(TINY), "--job", str(_job(tmp_path, "a.yaml", schedule=None))],
+            "schedule: missing",
+        ),
+        (
+            ["serve", "--kernels", str(TINY), "--job", str(_job(tmp_path, "b.yaml", schedule="61 * * * *"))],
+            "not a cron expression",
+        ),
+        (
+            [
+                "serve",
+                "--kernels",
+                str(TINY),
+                "--job",
+                str(_job(tmp_path, "c.yaml", extra="database: /tmp/other.db")),
+            ],
+            "is not the service's database",
+        ),
     ]
     for args, message in cases:
         proc = _cli(*args, "--db", sqlite_url)
@@ -413,6 +442,63 @@ def test_bad_serve_and_request_input_is_one_line_and_exit_2(sqlite_url, tmp_path
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (args, proc.stderr)
     with Store(sqlite_url) as store:  # the service that could not load its kernel file says stopped
         assert [s.state for s in store.services.listed()] == ["stopped"]
+
+
+def _job(
+    tmp: Path, name: str, shape: str = "N=20", schedule: str | None = "* * * * * */2", **kw: str
+) -> Path:
+    """A job file of the tiny kernel (every 2 s by default: croniter's 6th field is seconds)."""
+    kernel = kw.get("kernel", str(TINY))
+    text = f"name: svc\ntrials: 2\nverify: false\nkernels:\n  - file: {kernel}\n    shapes: ['{shape}']\n"
+    if schedule is not None:
+        text += f"schedule: '{schedule}'\n"
+    path = tmp / name
+    path.write_text(text + kw.get("extra", "") + "\n")
+    return path
+
+
+def test_a_scheduled_job_runs_on_the_warm_workers_and_sighup_reads_it_again(sqlite_url, tmp_path):
+    """`serve --job`: the nightly job runs on its cron schedule inside the service, on the workers the
+    service started once (its kernel file served beside --kernels); SIGHUP reads the file again, and a file
+    that no longer reads or names a kernel file the service did not start with keeps the job as it was."""
+    job = _job(tmp_path, "job.yaml")
+    service = Served(tmp_path, sqlite_url, [MATMUL], args=("--job", str(job)))
+    cpu = _cpu_name()
+    try:
+        assert service.wait_event("job-scheduled")["schedule"] == "* * * * * */2"
+        done = service.wait_event("job-done", job="svc")
+        with Store(sqlite_url) as store:
+            assert store.trials.best("tiny", "N=20", cpu), service.log_text()
+            assert [r.status for r in store.verifications.runs() if r.run_id == done["run_id"]] == ["done"]
+        job.write_text(job.read_text().replace("N=20", "N=24"))
+        service.proc.send_signal(signal.SIGHUP)
+        with Store(sqlite_url) as store:
+            deadline = time.monotonic() + WAIT_S
+            while not store.trials.best("tiny", "N=24", cpu):
+                assert time.monotonic() < deadline and service.proc.poll() is None, service.log_text()
+                time.sleep(0.3)
+        other = tmp_path / "other.py"
+        other.write_text(TINY.read_text())
+        _job(tmp_path, "job.yaml", kernel=str(other))
+        service.proc.send_signal(signal.SIGHUP)
+        assert "not a kernel file of the service" in service.wait_event("reload-failed")["message"]
+        # a request between two runs of the job is still served
+        queued = _cli(
+            "request", str(MATMUL), "--shape", "M=32,N=32,K=32", "--device", "cpu", "--db", sqlite_url
+        )
+        assert queued.returncode == 0, queued.stderr
+        service.wait_event("tuned", shape="M=32,N=32,K=32")
+        # SIGTERM twice at once, as `timeout` (the child, then its group) and a terminal's Ctrl-C send it
+        service.proc.send_signal(signal.SIGTERM)
+        service.proc.send_signal(signal.SIGTERM)
+        assert service.proc.wait(timeout=WAIT_S) == 0, service.log_text()
+    finally:
+        assert service.stop() == 0, service.log_text()
+    events = service.events()
+    # the workers were started once per kernel, whatever the number of job runs
+    assert sorted(e["kernel"] for e in events if e["event"] == "ready") == ["matmul_cpu", "tiny"]
+    assert len([e for e in events if e["event"] == "job-done"]) >= 2
+    assert not [e for e in events if e["event"] == "job-failed"], service.log_text()
 
 
 def test_a_search_is_handed_to_a_live_service_and_local_searches_here(db_url, tmp_path):

@@ -24,6 +24,14 @@ KernelsOption = Annotated[
         "other kernel are refused",
     ),
 ]
+JobOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--job",
+        help="Nightly job file (YAML) with a cron `schedule:` (UTC): the service runs it then, on its warm "
+        "workers; its kernel files are served too; SIGHUP reads it again",
+    ),
+]
 LogFormatOption = Annotated[
     str, typer.Option("--log-format", help="text, or json: one JSON object per line (log collectors)")
 ]
@@ -52,6 +60,7 @@ def serve(
     kernels: KernelsOption,
     db: DbOption = None,
     devices: DevicesOption = None,
+    job: JobOption = None,
     log_format: LogFormatOption = "text",
 ) -> None:
     """Tune the shapes production asks for: keep the workers of each kernel file warm and work the queue
@@ -64,14 +73,35 @@ def serve(
     if log_format not in FORMATS:
         raise SettingsError(f"--log-format {log_format!r}: choose text or json")
     files = kernel_files(kernels)
+    the_job = None
+    if job is not None:
+        from autotune.jobs.nightly import load_job
+
+        the_job = load_job(job)
+        # the job's kernel files are the operator's too: served beside --kernels
+        files += [k.file for k in the_job.kernels if k.file.resolve() not in {f.resolve() for f in files}]
+        if devices is None:
+            devices = the_job.devices
+        elif the_job.devices is not None and the_job.devices != devices:
+            raise SettingsError(f"{job}: devices: {the_job.devices} is not the service's --devices {devices}")
     settings = SearchSettings.from_options(devices=devices)
     timing = serve_settings()
-    from autotune.service.loop import Service
+    from autotune.service.loop import Service, check_job
     from autotune.store import Store
 
+    if the_job is not None:
+        check_job(the_job, files)
     store = Store.open(db, create=True)
     try:
-        Service(files, store, settings, timing, EventLog(log_format)).run()
+        if the_job is not None and the_job.database is not None:
+            from autotune.store.urls import mask_url, normalize_db_url
+
+            if normalize_db_url(the_job.database) != store.db.url:
+                raise SettingsError(
+                    f"{job}: database: {mask_url(normalize_db_url(the_job.database))} is not the service's "
+                    f"database {store.masked_url} (leave it out: the service's is used)"
+                )
+        Service(files, store, settings, timing, EventLog(log_format), job=the_job).run()
     finally:
         store.close()
 

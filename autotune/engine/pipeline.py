@@ -73,6 +73,9 @@ class Pipeline:
         self.stats: dict[str, DeviceStats] = {}
         self.in_flight = 0
         self._compilers_started = False
+        #: the error a stage could not turn into a trial status: the stage's thread has ended, so this
+        #: pipeline evaluates nothing more (its owner starts a new one: ``Tuner.broken``)
+        self.failed: BaseException | None = None
 
     @property
     def depth(self) -> int:
@@ -188,6 +191,7 @@ class Pipeline:
         except queue.Empty:
             return None
         if isinstance(item, _Failure):
+            self.failed = item.exc
             raise item.exc
         self.in_flight -= 1
         return item

@@ -4,18 +4,25 @@ one search loop, its stopping rule and re-timed finalists: what ``autotune searc
 
 Kernel files are only those given at start: a request names a kernel, never a path, and one for a kernel no
 live service runs is refused. SIGTERM (or Ctrl-C) interrupts the search in flight: the search hands its
-claims back (``ShapeSearch.run``), the request goes back to the queue, the row says ``stopped``, exit 0."""
+claims back (``ShapeSearch.run``), the request goes back to the queue, the row says ``stopped``, exit 0.
+
+With a job file (``--job``), the nightly job (``jobs.nightly.run_job``: plan, verify, search) runs on the
+file's cron ``schedule:`` on the service's warm workers, between two requests; SIGHUP reads the file again."""
 
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from autotune.engine import ShapeInputError
 from autotune.errors import DatabaseUnreachableError, SettingsError, StoreError
 from autotune.service.events import EventLog
 from autotune.service.validate import Refusal, check_dtypes, checked_options, checked_shape
@@ -25,6 +32,9 @@ from autotune.store import Owner, Store, Work
 from autotune.store.rows import dtypes_key
 from autotune.trial import fmt_config, fmt_time
 from autotune.tuning.shape_search import ShapeReport, report_dict
+
+if TYPE_CHECKING:
+    from autotune.jobs.nightly import Job, KernelJob
 
 #: seconds between two passes refusing queued requests for kernels no live service runs
 REFUSE_EVERY_S = 2.0
@@ -43,15 +53,26 @@ class Service:
         settings: SearchSettings,
         serve: ServeSettings,
         log: EventLog,
+        job: Job | None = None,
     ) -> None:
+        """``job``: a validated job file with a ``schedule`` (its kernel files are among ``kernel_files``)."""
         self.kernel_files = list(kernel_files)
         self.store = store
         self.settings = settings
         self.serve = serve
         self.log = log
         self.owner = Owner()
-        #: kernel name -> its warm tuner
+        #: kernel name -> its warm tuner, and the file it came from
         self.tuners: dict[str, Any] = {}
+        self.files: dict[str, Path] = {}
+        self.job = job
+        #: when the job runs next (None: no job)
+        self.next_job: datetime | None = None
+        self._reload = False
+        #: the signal that stops the service, the request in flight then, and the signal watcher's socket pair
+        self._signal: str | None = None
+        self._stopped_request: int | None = None
+        self._wakeup: tuple[socket.socket, socket.socket] | None = None
         self.device_name = ""
         self.stop = threading.Event()
         #: what the heartbeat reports
@@ -66,8 +87,13 @@ class Service:
     # ------------------------------------------------------------------ the whole life
 
     def run(self) -> None:
+        self._wakeup = socket.socketpair()
+        self._wakeup[1].setblocking(False)
+        previous_fd = signal.set_wakeup_fd(self._wakeup[1].fileno(), warn_on_full_buffer=False)
+        threading.Thread(target=self._watch_signals, name="autotune-serve-signals", daemon=True).start()
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        # SIGHUP's default ends the process: a `systemctl reload` must not (there is no job file to reload)
+        # SIGHUP (`systemctl reload`): the job file is read again, between two requests; never the default
+        # (which ends the process)
         previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         self.store.services.register(self.owner, devices=self.settings.devices or "default")
         self.log("starting", owner=self.owner.id, kernels=",".join(str(f) for f in self.kernel_files))
@@ -77,9 +103,12 @@ class Service:
             self._beats.start()
             self._listener = _quietly(self.store.services.listen, self.log, "listen-failed")
             said = ""
-            while not self.stop.is_set():
+            self._schedule()
+            while not self._stopping():
                 try:
-                    worked = self.step()
+                    if self._reload:
+                        self._reload_job()
+                    worked = self._job_if_due() or self.step()
                     said = ""
                 except StoreError as e:  # the database is away or refuses: say so once, keep trying
                     worked = False
@@ -96,38 +125,62 @@ class Service:
             finally:
                 for s, handler in previous.items():
                     signal.signal(s, handler)
+                signal.set_wakeup_fd(previous_fd)
+                for sock in reversed(self._wakeup):  # the writing end first: the watcher's recv ends
+                    sock.close()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        self.stop.set()
-        self.log("stopping", signal=signal.Signals(signum).name, request=self.current)
-        if self._in_search and not self._interrupted:
-            self._interrupted = True
-            raise ServiceStopping()
+        # A handler runs in the main thread between two bytecodes, maybe while that thread holds a lock
+        # the handler would take again (Event.set, a stream's write: a second SIGTERM, as `timeout` and a
+        # terminal's Ctrl-C send, deadlocked there): plain attributes only. The watcher thread logs it
+        # and wakes the loop (``_watch_signals``).
+        if self._signal is None:
+            self._signal = signal.Signals(signum).name
+            self._stopped_request = self.current
+            if self._in_search and not self._interrupted:
+                self._interrupted = True
+                raise ServiceStopping()
 
     def _on_hangup(self, signum: int, frame: Any) -> None:
-        self.log("reload", "nothing to reload: the service has no job file; kernel files load at start only")
+        self._reload = True  # the job file is read in the loop, after the work in flight
+
+    def _watch_signals(self) -> None:
+        """Wakes on every signal (``signal.set_wakeup_fd``): says a SIGHUP in the log; on SIGTERM/SIGINT
+        sets ``stop`` (an idle loop and the heartbeat see it at once)."""
+        assert self._wakeup is not None
+        while True:
+            try:
+                data = self._wakeup[0].recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum == signal.SIGHUP:
+                    if self.job is None:
+                        self.log(
+                            "reload",
+                            "nothing to reload: the service has no job file; kernel files load at start only",
+                        )
+                    else:
+                        self.log(
+                            "reload",
+                            "the job file is read again after the work in flight",
+                            job=str(self.job.path),
+                        )
+                elif signum in (signal.SIGTERM, signal.SIGINT):
+                    self.stop.set()  # "stopping" is said by the main thread (``_shutdown``), in order
+
+    def _stopping(self) -> bool:
+        return self._signal is not None or self.stop.is_set()
 
     def _start(self) -> None:
-        from autotune.tuning.tuner import Tuner
-
         for path in self.kernel_files:
-            t0 = time.monotonic()
-            tuner = Tuner(str(path), self.store, self.settings, wait_for_study=False)
-            try:
-                info = tuner.start()
-            except BaseException:
-                tuner.__exit__(None, None, None)
-                raise
-            name = info.meta.name
+            name, tuner = self._start_tuner(path)
             if name in self.tuners:
                 tuner.__exit__(None, None, None)
                 raise SettingsError(f"--kernels: two files declare the kernel {name!r} ({path})")
-            self.tuners[name] = tuner
-            self.device_name = str(info.env.get("gpu_name", ""))
-            devices = ",".join(i.device for i in tuner.infos)
-            self.log(
-                "ready", kernel=name, file=str(path), devices=devices, start_s=round(time.monotonic() - t0, 2)
-            )
+            self.tuners[name], self.files[name] = tuner, path
         kernels = [
             {
                 "name": n,
@@ -140,11 +193,50 @@ class Service:
         self.state = "idle"
         self.log("serving", device=self.device_name, kernels=",".join(self.tuners), db=self.store.masked_url)
 
+    def _start_tuner(self, path: Path) -> tuple[str, Any]:
+        """A started ``Tuner`` of one kernel file (its timing and compile workers warm) and its kernel's name."""
+        from autotune.tuning.tuner import Tuner
+
+        t0 = time.monotonic()
+        tuner = Tuner(str(path), self.store, self.settings, wait_for_study=False)
+        try:
+            info = tuner.start()
+        except BaseException:
+            tuner.__exit__(None, None, None)
+            raise
+        self.device_name = str(info.env.get("gpu_name", ""))
+        devices = ",".join(i.device for i in tuner.infos)
+        name = info.meta.name
+        self.log(
+            "ready", kernel=name, file=str(path), devices=devices, start_s=round(time.monotonic() - t0, 2)
+        )
+        return name, tuner
+
+    def _restart(self, name: str) -> None:
+        """New workers for a kernel whose workers are gone (a shape whose inputs could not be built ends
+        them); the file is the one it was started with."""
+        _quietly(lambda: self.tuners[name].__exit__(None, None, None), self.log)
+        self.tuners[name] = self._start_tuner(self.files[name])[1]
+
+    def _restart_broken(self) -> None:
+        for name, tuner in list(self.tuners.items()):
+            if not tuner.broken or self._stopping():
+                continue
+            try:
+                self._restart(name)
+            except Exception:
+                if not self._stopping():  # a kernel it can no longer start: the service's end (exit 2)
+                    raise
+                # a SIGTERM to the whole group (systemd's default) killed the new workers while they started
+
     def _idle(self) -> None:
-        """Wait for work: a NOTIFY (Postgres) or the next poll, in slices of at most a second so that
-        SIGTERM is seen at once."""
+        """Wait for work: a NOTIFY (Postgres), the next poll or the job's time, in slices of at most a
+        second so that SIGTERM and SIGHUP are seen at once."""
         deadline = time.monotonic() + self._poll_s()
-        while not self.stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        if self.next_job is not None:
+            until_job = (self.next_job - datetime.now(timezone.utc)).total_seconds()
+            deadline = min(deadline, time.monotonic() + max(0.0, until_job))
+        while not self._stopping() and not self._reload and (left := deadline - time.monotonic()) > 0:
             if self._listener is None:
                 self.stop.wait(min(left, 1.0))
                 continue
@@ -161,6 +253,8 @@ class Service:
 
     def _shutdown(self) -> None:
         """Hand back the request in flight and every claim, close the workers, say ``stopped``."""
+        if self._signal is not None:
+            self.log("stopping", signal=self._signal, request=self._stopped_request)
         self.stop.set()
         if self._listener is not None:
             self._listener.close()
@@ -222,6 +316,7 @@ class Service:
             self._work(work)
         finally:
             self.current, self.state = None, "idle"
+        self._restart_broken()
         return True
 
     def _work(self, work: Work) -> None:
@@ -249,13 +344,18 @@ class Service:
         t0 = time.monotonic()
         try:
             self._in_search = True
-            if self.stop.is_set():
+            if self._stopping():
                 raise ServiceStopping()
             report = self._search(tuner, shape, options)
         except DatabaseUnreachableError as e:  # the database's fault, not the request's: queued again
             self._in_search = False
             self.log("failed", str(e), request=work.id)
             _quietly(lambda: self.store.services.hand_back(self.owner), self.log)
+            return
+        except ShapeInputError as e:  # production's data (N=10**13 cannot be allocated): refused
+            self._in_search = False
+            why = " ".join(str(e).split(" failed: ", 1)[-1].split())[:300]  # the cause, without the path
+            self._finish(work, "refused", f"inputs cannot be built: {why}")
             return
         except Exception as e:
             self._in_search = False
@@ -274,14 +374,99 @@ class Service:
     @staticmethod
     def _search(tuner: Any, shape: Shape, options: dict[str, Any] | None) -> ShapeReport:
         """The one search loop (``Tuner.search_shape``), under a handed-over search's budget if any."""
-        if options is None:
+        with _settings(tuner, replace(tuner.settings, **(options or {}))):
             return tuner.search_shape(shape)
-        base = tuner.settings
-        tuner.settings = replace(base, **options)
+
+    # ------------------------------------------------------------------ the scheduled job
+
+    def _schedule(self) -> None:
+        if self.job is None:
+            return
+        self.next_job = self.job.next_run(datetime.now(timezone.utc))
+        self.log(
+            "job-scheduled", job=self.job.name, schedule=self.job.schedule, next=self.next_job.isoformat()
+        )
+
+    def _reload_job(self) -> None:
+        """SIGHUP: the job file read and checked again; a file that no longer reads, or that names a kernel
+        file the service was not started with, keeps the job as it was (one line says why)."""
+        from autotune.jobs.nightly import load_job
+
+        self._reload = False
+        assert self.job is not None
         try:
-            return tuner.search_shape(shape)
+            job = load_job(self.job.path)
+            check_job(job, self.files.values())
+        except SettingsError as e:
+            self.log("reload-failed", f"{e}; the job stays as it was")
+            return
+        self.job = job
+        self._schedule()
+
+    def _job_if_due(self) -> bool:
+        """Run the job when its time has come; True when it ran (or tried to)."""
+        if self.next_job is None or datetime.now(timezone.utc) < self.next_job:
+            return False
+        assert self.job is not None
+        job = replace(self.job.with_deadline_from(datetime.now(timezone.utc)), database=self.store.db.url)
+        self.current, self.state = None, "tuning"  # the heartbeat: busy, no request
+        self.log("job-started", job=job.name)
+        try:
+            self._in_search = True
+            if self._stopping():
+                raise ServiceStopping()
+            result = self._run_job(job)
+        except StoreError:
+            raise  # the loop says it once and tries again at the next scheduled time
+        except Exception as e:  # a job that fails is the job's problem, never the service's end
+            self.log("job-failed", str(e), job=job.name)
+        else:
+            s = result.summary()
+            self.log(
+                "job-done",
+                f"{len(s.get('shapes', []))} shape(s), {len(result.verifications)} verified, "
+                f"{len(result.regressions)} regression(s)"
+                + (f"; stopped: {result.stopped}" if result.stopped else ""),
+                job=job.name,
+                run_id=result.run_id,
+                errors=len(result.errors),
+                wall_s=round(result.wall_s, 2),
+            )
         finally:
-            tuner.settings = base
+            self._in_search = False
+            self.state = "idle"
+            self._schedule()
+        self._restart_broken()
+        return True
+
+    def _run_job(self, job: Job) -> Any:
+        from autotune.jobs.nightly import run_job
+
+        result = run_job(job, say=lambda line: self.log("job", line.strip(), job=job.name), tuners=self._lend)
+        if job.report is not None:
+            from autotune.jobs.report import write_report
+
+            files = write_report(job.database, job.report, run_id=result.run_id)
+            self.log("job-report", ", ".join(str(f) for f in files), job=job.name)
+        return result
+
+    @contextmanager
+    def _lend(self, kjob: KernelJob, settings: SearchSettings, fresh: bool) -> Iterator[Any]:
+        """The job's kernel on the service's warm workers: the job's budget, strategy, seed and timed calls,
+        the service's devices and workers (``jobs.nightly.runner.TunerSource``)."""
+        name = next(n for n, f in self.files.items() if f.resolve() == kjob.file.resolve())
+        if fresh or self.tuners[name].broken:
+            self._restart(name)
+        tuner = self.tuners[name]
+        job_settings = replace(
+            tuner.settings,
+            trials=settings.trials,
+            strategy=settings.strategy,
+            seed=settings.seed,
+            num_tests=settings.num_tests,
+        )
+        with _settings(tuner, job_settings):
+            yield tuner
 
     def _finish(
         self, work: Work, status: str, message: str, report: dict[str, Any] | None = None, **fields: Any
@@ -291,6 +476,30 @@ class Service:
         if not ours:
             message += " (its lease had expired: another service took it over)"
         self.log(event, message, request=work.id, kernel=work.kernel_name, shape=work.shape_key, **fields)
+
+
+def check_job(job: Job, kernel_files: Iterable[Path]) -> None:
+    """A job the service can run: it has a schedule, and its kernel files are among the service's."""
+    if job.schedule is None:
+        raise SettingsError(
+            f"{job.path}: schedule: missing: the service runs the job on it (e.g. '0 2 * * *')"
+        )
+    served = {f.resolve() for f in kernel_files}
+    other = [str(k.file) for k in job.kernels if k.file.resolve() not in served]
+    if other:
+        raise SettingsError(
+            f"{job.path}: kernels: {', '.join(other)}: not a kernel file of the service (it loads files only at start)"
+        )
+
+
+@contextmanager
+def _settings(tuner: Any, settings: SearchSettings) -> Iterator[None]:
+    """``tuner`` under ``settings`` for one search or job, its own ones after."""
+    base, tuner.settings = tuner.settings, settings
+    try:
+        yield
+    finally:
+        tuner.settings = base
 
 
 def _quietly(fn: Any, log: EventLog, event: str = "shutdown-step-failed") -> Any:

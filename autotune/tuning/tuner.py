@@ -92,6 +92,12 @@ class Tuner:
             with timeline.phase("stop the workers"):
                 self.pipeline.close()
 
+    @property
+    def broken(self) -> bool:
+        """True once a stage of the workers ended on an error that is no trial's (a shape whose inputs
+        could not be built): nothing more is evaluated, a long-lived owner starts a new ``Tuner``."""
+        return self.pipeline is not None and self.pipeline.failed is not None
+
     # ------------------------------------------------------------------ start
 
     def start(self) -> WorkerInfo:

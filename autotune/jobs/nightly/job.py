@@ -22,6 +22,9 @@ raised as one ``SettingsError`` (exit 2 at the CLI). The file is read under the 
     requested: {min_count: 1, max_shapes: 50}
     verify: {repeats: 10, threshold: 0.03, alpha: 0.05, reference: true}   # or false
     report: reports/nightly             # a folder, relative to the job file; default: none
+    schedule: "0 2 * * *"               # when `autotune serve --job` runs it: cron (UTC; minute hour day month
+                                        # weekday, a 6th field for seconds, or @daily/@hourly); `autotune
+                                        # nightly` runs the job at once and ignores it
 """
 
 from __future__ import annotations
@@ -88,10 +91,14 @@ class Job:
     num_tests: int | None = None
     budget_s: float = 0.0
     deadline: datetime | None = None
+    #: the deadline as written (HH:MM is "the next one": a service recomputes it at each scheduled run)
+    deadline_spec: str | None = None
     retune: bool = True
     requested: RequestedSpec = field(default_factory=RequestedSpec)
     verify: VerifySpec | None = field(default_factory=VerifySpec)
     report: Path | None = None
+    #: cron expression (UTC) of ``autotune serve --job``; None: run by hand or by a timer
+    schedule: str | None = None
 
     def evaluations_for(self, k: KernelJob) -> int | None:
         """The kernel's evaluations per shape; None: the stopping rule decides."""
@@ -100,6 +107,21 @@ class Job:
 
     def strategy_for(self, k: KernelJob) -> str | None:
         return k.strategy or self.strategy
+
+    def next_run(self, after: datetime) -> datetime:
+        """The first scheduled time after ``after`` (UTC)."""
+        from croniter import croniter
+
+        assert self.schedule is not None
+        return croniter(self.schedule, after.astimezone(timezone.utc)).get_next(datetime)
+
+    def with_deadline_from(self, now: datetime) -> Job:
+        """This job with its deadline computed from ``now`` (an HH:MM deadline is the next one after it)."""
+        from dataclasses import replace
+
+        if self.deadline_spec is None:
+            return self
+        return replace(self, deadline=parse_deadline(self.deadline_spec, now))
 
 
 _KERNEL = {"file", "shapes", "trials", "strategy"}
@@ -243,6 +265,8 @@ def load_job(path: str | Path) -> Job:
     opts = _read_fields(p, "", doc, _JOB_FIELDS, used)
     if "trials" in opts:
         opts["evaluations"] = opts.pop("trials")
+    if opts.get("deadline") is not None:
+        opts["deadline_spec"] = str(doc["deadline"])
     opts.setdefault("name", path.stem)
     p.raise_if_any()
     return Job(path=path, **opts)
@@ -340,6 +364,22 @@ def _deadline(p: _Problems, where: str, v: Any) -> datetime | None:
     except (ValueError, TypeError):
         p.add(where, f"expected HH:MM (UTC) or an ISO date-time, got {v!r:.60}")
         return None
+
+
+def _schedule(p: _Problems, where: str, v: Any) -> str | None:
+    """A cron expression (croniter's: 5 fields, a 6th for seconds, or @daily and the like), read as UTC."""
+    text = _text(p, where, v)
+    if text is None:
+        return None
+    try:
+        from croniter import croniter
+    except ImportError:
+        p.add(where, "needs the croniter package (pip install croniter)")
+        return None
+    if not croniter.is_valid(text):
+        p.add(where, f"not a cron expression: {text!r:.60} (e.g. '0 2 * * *': 02:00 UTC every day)")
+        return None
+    return text
 
 
 def _report(p: _Problems, where: str, v: Any) -> Path | None:
@@ -441,5 +481,6 @@ _JOB_FIELDS = (
     _Field("requested", _requested, default={}),
     _Field("verify", _verify, default={}),
     _Field("report", _report, null_is_missing=True),
+    _Field("schedule", _schedule, null_is_missing=True),
     _Field("kernels", _kernels, default=None),
 )

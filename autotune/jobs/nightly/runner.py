@@ -12,6 +12,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
     from autotune.store.protocols import PlanSource, StoreReader
 
 Say = Callable[[str], None]
+#: ``tuners(kernel_job, settings, fresh)``: a context manager giving the started ``Tuner`` of one kernel of
+#: the job under ``settings``; ``fresh``: the last one's workers are gone (a shape's inputs could not be
+#: built). Default: new workers per kernel (``autotune nightly``); ``autotune serve --job`` lends its warm ones.
+TunerSource = Callable[[KernelJob, Any, bool], AbstractContextManager[Any]]
 
 #: when shapes remain to search, verification may take at most this share of the time left: a night with a
 #: tight budget still resumes its searches (what it did not verify is verified the next night)
@@ -173,9 +178,11 @@ def run_job(
     backend_factory: Callable[[str], Any] | None = None,
     worker_env: dict[str, str] | None = None,
     on_event: Callable[[Any], None] | None = None,
+    tuners: TunerSource | None = None,
 ) -> RunResult:
     """Run (or, with ``dry_run``, only plan) ``job``; ``on_event``: the search loop's hook, called per
-    finished trial (``tuning.progress`` prints it). Errors of one kernel (a bad kernel file) are recorded
+    finished trial (``tuning.progress`` prints it); ``tuners``: where each kernel's workers come from
+    (default: started for the run, closed after). Errors of one kernel (a bad kernel file) are recorded
     and the next kernel runs; a database that goes away ends the run (rerun to resume)."""
     started = time.monotonic()
     started_at = datetime.now(timezone.utc)
@@ -190,12 +197,13 @@ def run_job(
         )
         store.verifications.start_run(result.run_id, job.name, socket.gethostname(), expires_at=expires)
     status = "failed"
+    if tuners is None:
+        tuners = _new_tuners(store, backend_factory, on_event)
     try:
         for kjob in job.kernels:
             settings = _kernel_settings(job, kjob, dry_run=dry_run, worker_env=worker_env)
-            backend = backend_factory(str(kjob.file)) if backend_factory else None
             try:
-                _run_kernel(job, kjob, settings, backend, (plan_store, store), result, end, say, on_event)
+                _run_kernel(job, kjob, settings, tuners, (plan_store, store), result, end, say)
             except DatabaseUnreachableError:
                 raise
             except AutotuneError as e:
@@ -227,25 +235,40 @@ def _kernel_settings(job: Job, kjob: KernelJob, *, dry_run: bool, worker_env: di
     )
 
 
+def _new_tuners(
+    store: Any, backend_factory: Callable[[str], Any] | None, on_event: Callable[[Any], None] | None
+) -> TunerSource:
+    """Workers started for each kernel of the run and closed after it."""
+
+    @contextmanager
+    def started(kjob: KernelJob, settings: Any, fresh: bool) -> Any:
+        from autotune.tuning.tuner import Tuner
+
+        backend = backend_factory(str(kjob.file)) if backend_factory else None
+        with Tuner(str(kjob.file), store, settings, backend=backend, on_event=on_event) as tuner:
+            tuner.start()
+            yield tuner
+
+    return started
+
+
 def _run_kernel(
     job: Job,
     kjob: KernelJob,
     settings: Any,
-    backend: Any,
+    tuners: TunerSource,
     stores: tuple[Any, Any],
     result: RunResult,
     end: float,
     say: Say,
-    on_event: Callable[[Any], None] | None = None,
 ) -> None:
-    """One kernel of the job: start its workers, plan, then (unless a dry run) verify and search."""
+    """One kernel of the job: its workers, the plan, then (unless a dry run) verify and search."""
     from autotune.jobs.nightly.verify import Skipped, verify_one
-    from autotune.tuning.tuner import Tuner
 
     plan_store, store = stores
-    with Tuner(str(kjob.file), store, settings, backend=backend, on_event=on_event) as tuner:
-        info = tuner.start()
-        assert tuner.space is not None
+    with tuners(kjob, settings, False) as tuner:
+        info = tuner.info
+        assert tuner.space is not None and info is not None
         plan = plan_kernel(
             job,
             kjob,
@@ -266,8 +289,7 @@ def _run_kernel(
         _verify(tuner, store, plan, job, result, info, verify_end, say, (verify_one, Skipped))
         rest = _search(tuner, plan, plan.shapes, result, end, say)
     while rest:  # a shape's inputs could not be built, which ends its workers: the rest on fresh ones
-        with Tuner(str(kjob.file), store, settings, backend=backend, on_event=on_event) as tuner:
-            tuner.start()
+        with tuners(kjob, settings, True) as tuner:
             rest = _search(tuner, plan, rest, result, end, say)
     result.plans[-1] = plan.to_json()  # with the requests skipped while searching
 
