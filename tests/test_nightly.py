@@ -130,6 +130,26 @@ def test_the_budget_is_trials_and_evaluations_a_deprecated_alias(tmp_path, caplo
         load_job(write_job(tmp_path, url, name="both", evaluations=5))
 
 
+def test_a_schedule_gives_the_next_runs_and_each_run_its_own_deadline(tmp_path):
+    """`autotune serve --job`: the cron schedule (UTC) names the next run after any time, and an HH:MM
+    deadline is the next one after each run starts, not after the file was read."""
+    from datetime import datetime, timezone
+
+    from autotune.errors import SettingsError
+    from autotune.jobs.nightly import load_job
+
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    job = load_job(write_job(tmp_path, url, schedule="30 2 * * *", deadline="06:00"))
+    at = datetime(2026, 12, 5, 7, 0, tzinfo=timezone.utc)
+    assert job.next_run(at) == datetime(2026, 12, 6, 2, 30, tzinfo=timezone.utc)
+    assert job.next_run(datetime(2026, 12, 6, 2, 29, 59, tzinfo=timezone.utc)).day == 6
+    assert job.with_deadline_from(at).deadline == datetime(2026, 12, 6, 6, 0, tzinfo=timezone.utc)
+    assert job.with_deadline_from(at.replace(hour=5)).deadline == at.replace(hour=6)
+    assert load_job(write_job(tmp_path, url, name="plain")).schedule is None
+    with pytest.raises(SettingsError, match="schedule: not a cron expression"):
+        load_job(write_job(tmp_path, url, name="bad", schedule="every night"))
+
+
 def test_a_shape_that_does_not_fit_the_kernel_is_an_error(sqlite_url, tmp_path):
     job = write_job(tmp_path, sqlite_url, kernels=[{"file": str(MATMUL), "shapes": ["X=4"]}])
     proc = autotune("nightly", str(job), "--dry-run")
