@@ -516,6 +516,10 @@ def test_a_search_is_handed_to_a_live_service_and_local_searches_here(db_url, tm
         assert handed.returncode == 0, handed.stderr
         assert "handed to autotune serve" in handed.stderr and f"pid {service.proc.pid}" in handed.stderr
         assert "matmul_cpu: best config per shape" in handed.stdout
+        # the service's evaluations streamed from the trials table, as an in-process search prints its own
+        streamed = [x for x in handed.stderr.splitlines() if x.startswith("[M=64,N=64,K=64] trial ")]
+        assert [x.split()[2] for x in streamed] == ["1/3", "2/3", "3/3"], handed.stderr
+        assert "[M=64,N=64,K=64] done: 3 evaluated" in handed.stderr
         [report] = json.loads(out.read_text())
         assert report["shape"] == {"M": 64, "N": 64, "K": 64} and report["evaluations"] == 3
         assert report["best"]["status"] == "ok" and report["stop_reason"] == "trials"

@@ -228,7 +228,8 @@ def _via_service(
     if found is None:
         return None
     service, kernel = found
-    reports = hand_over(store, service, kernel, shapes, settings, progress.say)
+    with progress:
+        reports = hand_over(store, service, kernel, shapes, settings, progress)
     return None if reports is None else (reports, str(kernel["name"]))
 
 

@@ -1,7 +1,8 @@
 """``autotune search`` handing its shapes to a live ``autotune serve`` of this host and database: the
 service's workers are warm (seconds of torch, CUDA and profiler start-up saved), and its search is the same
-loop. The command queues each shape with its budget, waits for the rows to be done, and reads back the
-reports the service stored, which it prints as its own.
+loop. The command queues each shape with its budget, shows the service's evaluations as they are stored
+(the trials table: the same progress lines or bar as in-process), waits for the rows to be done, and reads
+back the reports the service stored, which it prints as its own.
 
 Only a search the service can run as asked is handed over: shapes given, no option that changes how
 configs are compiled or timed (those are the service's), the service runs this very kernel file (by its
@@ -12,13 +13,14 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from autotune.errors import SettingsError
 from autotune.settings import SearchSettings, serve_settings
 from autotune.shapes import Shape, check_shape, format_shape
 from autotune.store import Store
-from autotune.tuning.shape_search import ShapeReport, report_from_dict
+from autotune.trial import TrialResult, TrialStatus
+from autotune.tuning.shape_search import ShapeReport, TrialEvent, report_from_dict
 
 #: the ``SearchSettings`` a search hands over with its shapes; the others are the service's own
 HANDED_OVER = ("trials", "timeout_s", "strategy", "seed", "devices")
@@ -39,13 +41,22 @@ def find_service(store: Store, source_hash: str, devices: str) -> tuple[Any, dic
     return None
 
 
+class Progress(Protocol):
+    """What ``tuning.progress.SearchProgress`` offers a search: the client drives it from the trials table."""
+
+    def say(self, line: str) -> None: ...
+    def start_shape(self, shape: Shape, budget: int | None) -> None: ...
+    def on_event(self, ev: TrialEvent) -> None: ...
+    def finish_shape(self, report: ShapeReport) -> None: ...
+
+
 def hand_over(
     store: Store,
     service: Any,
     kernel: dict[str, Any],
     shapes: Sequence[dict[str, int]],
     settings: SearchSettings,
-    say: Callable[[str], None],
+    progress: Progress,
 ) -> list[ShapeReport] | None:
     """Queue ``shapes`` for ``service`` under ``settings``' budget and wait for its reports; None when the
     service went away before finishing (the caller then searches in-process: the claims hand it what the
@@ -59,46 +70,90 @@ def hand_over(
         "seed": settings.seed,
     }
     name = str(kernel["name"])
+    after = store.trials.last_id()  # what the service stores after this is the search's progress
     ids = [
         store.services.enqueue(name, s, format_shape(s), service.device_name or "", options=options)
         for s in checked
     ]
-    say(
+    progress.say(
         f"handed to autotune serve (pid {service.pid} on {service.host}, {service.device_name}): "
         f"{len(ids)} shape(s) of {name}; strategy {settings.strategy}; `--local` searches in this process"
     )
-    return _wait(store, service, ids, checked, say)
+    watched = [
+        _Watched(
+            i,
+            s,
+            _Stream(store, name, str(kernel.get("source_hash", "")), s, service.device_name or "", after),
+        )
+        for i, s in zip(ids, checked, strict=True)
+    ]
+    return _wait(store, service, watched, settings.trials, progress)
+
+
+class _Stream:
+    """A handed-over shape's evaluations as the service stores them, told to the progress display as the
+    in-process search tells its own (``TrialEvent``: count, budget, best so far)."""
+
+    def __init__(self, store: Store, kernel: str, source_hash: str, shape: Shape, device: str, after: int):
+        self.store, self.shape, self.after = store, shape, after
+        self.query = (kernel, source_hash, format_shape(shape), device)
+        self.evaluations = 0
+        self.best: TrialResult | None = None
+
+    def poll(self, budget: int | None, on_event: Callable[[TrialEvent], None]) -> None:
+        for trial_id, r in self.store.trials.searched_since(*self.query, self.after):
+            self.after = trial_id
+            if r.status is not TrialStatus.INVALID:
+                self.evaluations += 1
+            if (
+                r.status is TrialStatus.OK
+                and r.time_s
+                and (self.best is None or r.time_s < (self.best.time_s or 0))
+            ):
+                self.best = r
+            on_event(TrialEvent(self.shape, r, False, self.evaluations, budget or 0, self.best))
+
+
+class _Watched:
+    def __init__(self, request_id: int, shape: Shape, stream: _Stream):
+        self.request_id, self.shape, self.stream = request_id, shape, stream
+        self.status = ""
+        self.report: ShapeReport | None = None
 
 
 def _wait(
-    store: Store, service: Any, ids: list[int], shapes: list[Shape], say: Callable[[str], None]
+    store: Store, service: Any, watched: list[_Watched], budget: int | None, progress: Progress
 ) -> list[ShapeReport] | None:
-    reports: dict[int, ShapeReport] = {}
-    said: dict[int, str] = {}
     next_alive = time.monotonic() + ALIVE_CHECK_S
-    while len(reports) < len(ids):
-        for request_id, shape in zip(ids, shapes, strict=True):
-            if request_id in reports:
+    while any(w.report is None for w in watched):
+        for w in watched:
+            if w.report is not None:
                 continue
-            outcome = store.services.outcome(request_id)
+            outcome = store.services.outcome(w.request_id)
             if outcome.status == "refused":
-                raise SettingsError(f"autotune serve refused {format_shape(shape)}: {outcome.message}")
+                raise SettingsError(f"autotune serve refused {format_shape(w.shape)}: {outcome.message}")
+            if outcome.status != w.status:
+                w.status = outcome.status
+                if outcome.status == "running":
+                    progress.start_shape(w.shape, budget)
+                elif outcome.status != "done":
+                    progress.say(f"{format_shape(w.shape)}: {outcome.status}")
+            if outcome.status in ("running", "done"):
+                w.stream.poll(budget, progress.on_event)  # what was stored before it said done, too
             if outcome.status == "done":
                 if outcome.report is None:  # served as already tuned, without a search: search here
                     return None
-                reports[request_id] = report_from_dict(outcome.report)
-            elif said.get(request_id) != outcome.status:
-                said[request_id] = outcome.status
-                say(f"{format_shape(shape)}: {outcome.status}")
-        if len(reports) == len(ids):
+                w.report = report_from_dict(outcome.report)
+                progress.finish_shape(w.report)
+        if all(w.report is not None for w in watched):
             break
         if time.monotonic() > next_alive:
             next_alive = time.monotonic() + ALIVE_CHECK_S
             if not _still_serving(store, service):
-                say("the service stopped before finishing: searching in this process")
+                progress.say("the service stopped before finishing: searching in this process")
                 return None
         time.sleep(POLL_S)
-    return [reports[i] for i in ids]
+    return [w.report for w in watched if w.report is not None]
 
 
 def _still_serving(store: Store, service: Any) -> bool:

@@ -182,6 +182,36 @@ class Trials:
             ).all()
             return [(r.id, trial_result(r)) for r in rows]
 
+    def last_id(self) -> int:
+        """The newest trial's id (0: none): what a handed-over search's progress starts after."""
+        with self.db.session() as s:
+            return int(s.scalar(select(func.max(TrialRow.id))) or 0)
+
+    def searched_since(
+        self, kernel_name: str, source_hash: str, shape_key: str, device_name: str, after_id: int
+    ) -> list[tuple[int, TrialResult]]:
+        """(id, result) of the search evaluations stored after trial ``after_id`` under any key of this
+        kernel source, shape and device, oldest first: a handed-over search's progress, read while the
+        service searches (``service.client``)."""
+        stmt = (
+            select(TrialRow)
+            .join(TuningKeyRow, TrialRow.key_id == TuningKeyRow.id)
+            .join(KernelRow, TuningKeyRow.kernel_id == KernelRow.id)
+            .join(ShapeRow, TuningKeyRow.shape_id == ShapeRow.id)
+            .join(EnvironmentRow, TuningKeyRow.environment_id == EnvironmentRow.id)
+            .where(
+                TrialRow.id > after_id,
+                TrialRow.kind == KIND_SEARCH,
+                KernelRow.name == kernel_name,
+                KernelRow.source_hash == source_hash,
+                ShapeRow.shape_key == shape_key,
+                EnvironmentRow.gpu_name == device_name,
+            )
+            .order_by(TrialRow.id)
+        )
+        with self.db.session() as s:
+            return [(r.id, trial_result(r)) for r in s.scalars(stmt).all()]
+
     def optuna_numbers(self, key_id: int) -> list[int]:
         """The Optuna trial numbers recorded under a key (oldest first; rows without one are skipped)."""
         with self.db.session() as s:
