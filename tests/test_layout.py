@@ -33,8 +33,10 @@ FLOOR = {
     "tuning": 5,
     "runtime": 6,
     "jobs": 6,
-    "service": 6,  # `autotune serve`: like a nightly job, it drives the tuning loop (DESIGN.md: tuning/service.py)
-    "cli": 7,
+    # `autotune serve`: it drives the tuning loop for requests and runs the nightly job (`--job`) on its warm
+    # workers (DESIGN.md: tuning/service.py)
+    "service": 7,
+    "cli": 8,
 }
 #: top-level modules that only re-export (or start the CLI): exempt from the floors
 FACADES = {
