@@ -126,3 +126,8 @@ def _positive(shape: Mapping[str, object]) -> bool:
         or (isinstance(v, float) and math.isfinite(v) and v > 0)
         for v in shape.values()
     )
+
+
+def parse_shapes(texts: list[str] | None) -> list[dict[str, int]]:
+    """Syntax-check ``--shape`` strings before anything starts (names are checked against the kernel later)."""
+    return [parse_shape(t) for t in texts or []]

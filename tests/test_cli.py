@@ -84,7 +84,7 @@ def test_search_json_has_every_report_field_as_before():
         "strategy": r.strategy,
         "finalists": [f.__dict__ for f in r.finalists],
         "finalists_within_noise": r.within_noise,
-        "history": {"measurements": r.history_points, "keys": r.history_keys},
+        "history": {"measurements": r.history_points, "keys": r.history_keys, "needed": r.history_needed},
         "best_samples": r.best_samples,
         "best_spread": r.best_spread,
         "unreliable": r.unreliable,
@@ -104,6 +104,7 @@ def test_search_json_has_every_report_field_as_before():
         == {
             "measurements": 0,
             "keys": 0,
+            "needed": 0,
         }
     )
 

@@ -162,7 +162,7 @@ def search(
 
     with timeline.traced():
         from autotune.settings import SearchSettings
-        from autotune.tuning.tuner import parse_shapes
+        from autotune.shapes import parse_shapes
 
         settings = SearchSettings.from_options(
             trials=trials,
@@ -391,13 +391,12 @@ def _print_notes(r: ShapeReport) -> None:
     shape."""
     out.print(f"{r.shape_key}: {stop_note(r)}", highlight=False)
     if r.history_points:
-        from autotune.search.auto import MIN_HISTORY
-
-        few = r.strategy == "auto" and r.history_points < MIN_HISTORY
+        # the report says what the strategy needs: printing it imports no strategy (Optuna: a second)
+        few = r.history_points < r.history_needed
         out.print(
             f"{r.shape_key}: {r.strategy} read {r.history_points} measurements of this kernel under "
             f"{r.history_keys} other key(s) in the database"
-            + (f" (too few for a prior: it needs {MIN_HISTORY})" if few else ""),
+            + (f" (too few for a prior: it needs {r.history_needed})" if few else ""),
             highlight=False,
         )
     if r.finalists:

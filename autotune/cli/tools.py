@@ -206,7 +206,7 @@ def bench(
     num_tests: Annotated[int, typer.Option(help="Timed calls per measurement")] = 30,
 ) -> None:
     """Time one config (default: the kernel's default) on each shape with the L2-flushed Kineto bench."""
-    from autotune.tuning.tuner import parse_shapes
+    from autotune.shapes import parse_shapes
 
     shapes = parse_shapes(shape)
     try:

@@ -111,6 +111,8 @@ class ShapeReport:
     #: other keys (other shapes, devices, versions, spaces) and how many keys they came from
     history_points: int = 0
     history_keys: int = 0
+    #: the measurements the strategy needs before it learns from them (``StrategyInfo.min_history``)
+    history_needed: int = 0
     #: the best's measurements (the search's one plus its re-timings) and their spread: (max - min) / median
     #: over them when re-timed, else the one measurement's own (p90 - p10) / median of its launches
     best_samples: int = 0
@@ -142,7 +144,7 @@ class ShapeReport:
 #: the names ``search --json`` has always used for these ShapeReport fields
 _REPORT_NAMES = {"study_name": "study"}
 #: ShapeReport fields written under "history", by these names
-_REPORT_HISTORY = {"history_points": "measurements", "history_keys": "keys"}
+_REPORT_HISTORY = {"history_points": "measurements", "history_keys": "keys", "history_needed": "needed"}
 
 
 def report_dict(r: ShapeReport) -> dict[str, Any]:
@@ -369,6 +371,7 @@ class ShapeSearch:
             history = history_source(self.meta.name, self.space, self.info0.env, self.key.id)
         self.report.history_points = len(history)
         self.report.history_keys = len({h.group for h in history})
+        self.report.history_needed = self.strategy_info.min_history
         ctx = StrategyContext(
             self.space,
             self.facts,

@@ -16,7 +16,7 @@ from autotune.engine import Backend, EvalOptions, Pipeline, ProcessBackend, Work
 from autotune.env import env_hash
 from autotune.errors import SettingsError
 from autotune.settings import SearchSettings, default_compile_workers
-from autotune.shapes import Shape, check_shape, format_shape
+from autotune.shapes import Shape, check_shape, format_shape, parse_shapes
 from autotune.space.space import Space
 from autotune.store import Owner
 from autotune.trial import config_hash
@@ -256,10 +256,3 @@ def _gpu_present() -> bool:
     import os
 
     return os.path.exists("/dev/nvidiactl")
-
-
-def parse_shapes(texts: list[str] | None) -> list[dict[str, int]]:
-    """Syntax-check ``--shape`` strings before anything starts (names are checked against the kernel later)."""
-    from autotune.shapes import parse_shape
-
-    return [parse_shape(t) for t in texts or []]
