@@ -81,7 +81,7 @@ def _write_plotly_js(out: Path, name: str) -> Path:
     path = out / name
     text = get_plotlyjs()
     if not path.is_file() or path.stat().st_size != len(text.encode("utf-8")):
-        tmp = path.with_name(name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)  # atomic: a report opened meanwhile never loads half of it
+        # atomic and with a temporary name of this process: a report opened meanwhile never loads half of
+        # it, and two runs writing into one folder never rename each other's temporary file
+        write_text(path, text)
     return path
