@@ -1,7 +1,8 @@
 """Replay the stopping rule (``autotune search`` without --trials) on landscapes, one JSON line per run as it
 finishes (a long measurement leaves its partial result): regret where the search stopped, evaluations, why.
 
-    python bench/stop_replay.py LANDSCAPE... [--seeds 1] [--no-transfer] [--preload MORE...] --out F.jsonl
+    python bench/stop_replay.py LANDSCAPE... [--seeds 1] [--no-transfer] [--preload MORE...] [--noise 0.01]
+        --out F.jsonl
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def main() -> None:
     ap.add_argument("--strategy", default="auto")
     ap.add_argument("--no-transfer", action="store_true")
     ap.add_argument("--preload", nargs="*", default=[], help="more landscapes in the store (history only)")
+    ap.add_argument("--noise", type=float, default=0.0, help="relative sd of each measurement (e.g. 0.01)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     logging.getLogger("autotune").setLevel(logging.ERROR)
@@ -38,6 +40,8 @@ def main() -> None:
             "strategy": run.strategy,
             "seed": run.seed,
             "regret": run.final_regret,
+            "noise": args.noise,
+            "polished": run.polished,
             "evaluations": run.evaluations,
             "stop_reason": run.stop_reason,
             "stop_bound": run.stop_bound,
@@ -58,6 +62,7 @@ def main() -> None:
         transfer=not args.no_transfer,
         preload=preload,
         progress=write,
+        noise=args.noise,
     )
 
 

@@ -1174,3 +1174,39 @@ def test_every_shipped_space_loads():
         s = Space.from_yaml(f)
         assert Space.from_dict(s.to_dict()).hash() == s.hash()
         assert s.count(H200) > 0
+
+
+def test_neighbours_move_one_param_to_an_adjacent_choice():
+    """Ordered choices move one step each way; a string param (no order) to every other choice; a move
+    that makes a param active gives it its first choice, one that makes it inactive drops it; configs a
+    constraint rejects are left out."""
+    s = sp(
+        {
+            "BLOCK": {"pow2": [16, 128]},
+            "STAGES": {"range": [1, 3]},
+            "IMPL": ["a", "b", "c"],
+            "TMA": {"bool": True},
+            "BOX": {"pow2": [32, 64], "when": "TMA"},
+        },
+        ["BLOCK * STAGES <= 256"],
+    )
+    c = {"BLOCK": 64, "STAGES": 2, "IMPL": "b", "TMA": False}
+    got = {tuple(sorted(n.items())) for n in s.neighbours(c, {})}
+    want = [
+        {**c, "BLOCK": 32},
+        {**c, "BLOCK": 128},  # 128 * 2 = 256: allowed
+        {**c, "STAGES": 1},
+        {**c, "STAGES": 3},  # 64 * 3 = 192
+        {**c, "IMPL": "a"},
+        {**c, "IMPL": "c"},
+        {**c, "TMA": True, "BOX": 32},
+    ]
+    assert got == {tuple(sorted(w.items())) for w in want}
+    assert all(s.is_valid(n, {}) for n in s.neighbours(c, {}))
+    # the constraint: BLOCK 128 with 3 stages is out; TMA off drops BOX
+    c2 = {"BLOCK": 128, "STAGES": 2, "IMPL": "a", "TMA": True, "BOX": 64}
+    got2 = s.neighbours(c2, {})
+    assert {"BLOCK": 128, "STAGES": 3, "IMPL": "a", "TMA": True, "BOX": 64} not in got2
+    assert {"BLOCK": 128, "STAGES": 2, "IMPL": "a", "TMA": False} in got2
+    assert {"BLOCK": 128, "STAGES": 2, "IMPL": "a", "TMA": True, "BOX": 32} in got2
+    assert c2 not in got2 and len(got2) == len({tuple(sorted(n.items())) for n in got2})

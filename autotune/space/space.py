@@ -222,6 +222,47 @@ class Space:
     def is_valid(self, config: Mapping[str, Any], facts: Mapping[str, Any] | None = None) -> bool:
         return not self.check(config, facts)
 
+    def neighbours(
+        self, config: Mapping[str, Any], facts: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """The valid configs one move from ``config``: one param set to an adjacent choice (choices are
+        ordered: 2 < 3 < 4 stages, 64 < 128 tiles; a string param's choices have no order, so every other
+        one). A param that a move makes active takes its first choice; one it makes inactive is dropped.
+        What a local search tries next, and what the stopping rule checks before it calls a best final."""
+        env0 = self._env(facts)
+        config = self.normalize(config)
+        out: list[dict[str, Any]] = []
+        seen: set[tuple[tuple[str, Any], ...]] = {tuple(config.items())}
+        for p in self.params:
+            if p.name not in config:
+                continue
+            i = p.choices.index(config[p.name])
+            if isinstance(config[p.name], str):
+                moves = [c for c in p.choices if c != config[p.name]]
+            else:
+                moves = [p.choices[j] for j in (i - 1, i + 1) if 0 <= j < len(p.choices)]
+            for v in moves:
+                cand = self._complete({**config, p.name: v}, env0)
+                key = tuple(cand.items()) if cand is not None else None
+                if key is not None and key not in seen and not self.check(cand, facts):
+                    seen.add(key)
+                    out.append(cand)
+        return out
+
+    def _complete(self, config: Mapping[str, Any], env0: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``config`` with exactly its active params (newly active ones at their first choice); None when
+        a ``when`` cannot be evaluated."""
+        env, out = dict(env0), {}
+        for p in self.params:
+            try:
+                if not p._active(out, env):
+                    continue
+            except _EVAL_ERRORS:
+                return None
+            v = config.get(p.name, _NO)
+            out[p.name] = env[p.name] = p.choices[0] if v is _NO else v
+        return out
+
     # ---- all configs (see autotune.space.walk)
 
     def enumerate(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 import statistics
 import tempfile
 import time
@@ -63,6 +64,10 @@ class Run:
     stop_reason: str = ""
     stop_bound: float | None = None
     stop_noise: float | None = None
+    #: neighbours of a best the stopping rule had measured before it let the search stop
+    polished: int = 0
+    #: with measurement noise: the true time of the config the search declared best (after re-timing)
+    chosen_s: float | None = None
 
     @property
     def evaluations(self) -> int:
@@ -70,7 +75,10 @@ class Run:
 
     @property
     def final_regret(self) -> float:
-        """The regret where the search stopped (its budget, or where the stopping rule stopped it)."""
+        """The regret where the search stopped (its budget, or where the stopping rule stopped it): of the
+        config it declared best, when that is known (a noisy replay)."""
+        if self.chosen_s is not None:
+            return self.chosen_s / self.best_s - 1.0
         return self.regret(len(self.best_after)) if self.best_after else math.inf
 
     def regret(self, n: int) -> float:
@@ -158,9 +166,13 @@ def replay_one(
     *,
     runs: _RunStore | None = None,
     measured: list[TrialResult] | None = None,
+    noise: float = 0.0,
 ) -> Run:
     """One search of ``target`` by ``strategy`` (``history``: what the store would give it); ``NAME@D``
-    runs ``NAME`` with ``D`` proposals in flight. ``measured`` collects every result, in order."""
+    runs ``NAME`` with ``D`` proposals in flight. ``measured`` collects every result, in order.
+    ``noise``: each measurement's time is the landscape's times a log-normal factor of this relative sd
+    (a GPU's run-to-run noise, ~1 %: what a noise-free replay cannot show); regrets are then of the true
+    times of the configs the search took for best."""
     if runs is None:
         with tempfile.TemporaryDirectory() as tmp:
             owned = _RunStore(tmp)
@@ -175,6 +187,7 @@ def replay_one(
                     depth,
                     runs=owned,
                     measured=measured,
+                    noise=noise,
                 )
             finally:
                 owned.store.close()
@@ -182,12 +195,20 @@ def replay_one(
     t0 = time.perf_counter()
     kernel = SimulatedKernel.of([target])
     kernel = replace(kernel, meta=replace(kernel.meta, source_hash=runs.next_version()))
-    pipeline = SerialPipeline(SimulatedBackend.of(kernel), ["sim:0"], depth)
+    backend = SimulatedBackend.of(kernel)
+    if noise > 0:
+        backend = SimulatedBackend(kernel.info(), _noisy(kernel.answer, noise, seed))
+    pipeline = SerialPipeline(backend, ["sim:0"], depth)
     infos = tuple(pipeline.start())
     run = Run(label(target), strategy, seed, [], target.best_s, 0.0)
 
+    def true_s(result: TrialResult | None) -> float:
+        if result is None:
+            return math.inf
+        return (target.answer(result.config).time_s if noise > 0 else result.time_s) or math.inf
+
     def on_event(event: TrialEvent) -> None:
-        run.best_after.append((event.best.time_s or math.inf) if event.best else math.inf)
+        run.best_after.append(true_s(event.best))
         run.configs.append(config_hash(event.result.config))
         if measured is not None:
             measured.append(event.result)
@@ -204,8 +225,28 @@ def replay_one(
     report = search.run()
     run.proposals, run.invalid, run.repeats = search.proposals, report.invalid, search.repeats
     run.stop_reason, run.stop_bound, run.stop_noise = report.stop_reason, report.stop_bound, report.stop_noise
+    run.polished = search.stopper.polished if search.stopper is not None else 0
+    if noise > 0 and report.best is not None:
+        run.chosen_s = true_s(report.best)
     run.wall_s = time.perf_counter() - t0
     return run
+
+
+def _noisy(answer: Callable[..., TrialResult], noise: float, seed: int) -> Callable[..., TrialResult]:
+    """``answer`` with each timed result's time drawn anew around the recorded one (the n-th measurement
+    of a config draws the same factor in every run of ``seed``: runs stay reproducible)."""
+    counts: Counter[str] = Counter()
+
+    def noisy(config: dict[str, Any], shape: dict[str, int]) -> TrialResult:
+        res = answer(config, shape)
+        if not res.timed or not res.time_s:
+            return res
+        h = config_hash(config)
+        counts[h] += 1
+        factor = math.exp(random.Random(f"{seed}:{h}:{counts[h]}").gauss(0.0, noise))
+        return replace(res, time_s=res.time_s * factor)
+
+    return noisy
 
 
 def strategy_depth(spec: str, depth: int) -> tuple[str, int]:
@@ -287,10 +328,12 @@ def replay(
     depth: int = DEFAULT_DEPTH,
     progress: Callable[[Run], None] | None = None,
     history_evaluations: int = 0,
+    noise: float = 0.0,
 ) -> list[Run]:
     """Every (target, strategy, seed); with ``transfer``, the other targets of the same kernel are in the
     store, plus ``preload``: never the target's own shape on its own device (``history_of``). With
-    ``history_evaluations``, each of those as a search of that many evaluations left it (``partial``)."""
+    ``history_evaluations``, each of those as a search of that many evaluations left it (``partial``).
+    ``noise``: measurement noise of the targets' searches (``replay_one``)."""
     for s in strategies:
         strategy_depth(s, depth)  # a bad NAME@D fails before any run
     runs = []
@@ -314,7 +357,15 @@ def replay(
             for strategy in strategies:
                 for seed in seeds:
                     run = replay_one(
-                        target, strategy, evaluations, seed, history, features, depth, runs=run_store
+                        target,
+                        strategy,
+                        evaluations,
+                        seed,
+                        history,
+                        features,
+                        depth,
+                        runs=run_store,
+                        noise=noise,
                     )
                     runs.append(run)
                     if progress:

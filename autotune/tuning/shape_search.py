@@ -442,7 +442,7 @@ class ShapeSearch:
                 with timeline.phase(f"{self.shape_key}: the key's stored trials"):
                     self.seed_from_store(writer)
                 if self.stopper is not None:
-                    self.stopper.check()  # a rerun whose stored results suffice measures nothing
+                    self._check_stop()  # a rerun whose stored results suffice measures nothing
                 with timeline.phase(f"{self.shape_key}: search loop"):
                     self.loop(writer)
                 self.report.stop_reason = self._stop_reason()  # before re-timing moves the clock on
@@ -700,7 +700,16 @@ class ShapeSearch:
                 event = TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)
                 self.on_event(event)
         if self.stopper is not None:
-            self.stopper.check()
+            self._check_stop()
+
+    def _check_stop(self) -> None:
+        """The stopping rule's verdict; the configs it wants measured first (the best's neighbours) go
+        ahead of the strategy's proposals."""
+        assert self.stopper is not None
+        self.stopper.check()
+        if wanted := self.stopper.take_wanted():
+            log.info("%s: %d neighbours of the best to measure before stopping", self.shape_key, len(wanted))
+            self.first.extend(wanted)
 
     def _adapt_run_timeout(self, res: TrialResult) -> None:
         """The default config's time bounds the others' (a hanging candidate need not cost the full bound);
