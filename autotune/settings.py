@@ -37,6 +37,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_STOP_WALL": "stopping rule: most wall-clock seconds per shape (default 300; 0 = none)",
     "AUTOTUNE_STOP_PATIENCE": "stopping rule: the last N evaluations must bring nothing beyond the noise (default 20)",
     "AUTOTUNE_STOP_NOISE": "stopping rule: the least relative noise of a measurement (default 0.01)",
+    "AUTOTUNE_STOP_NEIGHBOURS": "stopping rule: measure the best's one-move neighbours before stopping (default 1; 0 = off)",
     "AUTOTUNE_TIMEOUT": "wall-clock seconds per shape, 0 = none (default 0)",
     "AUTOTUNE_STRATEGY": "search strategy: auto, tpe, random, exhaustive (grid) (default auto)",
     "AUTOTUNE_RETIME_TOP": "finalists re-timed before a best is declared (default 3; 0 = none)",
@@ -331,6 +332,7 @@ class SearchSettings:
     stop_wall_s: float = _default("AUTOTUNE_STOP_WALL", env_float, 300.0)
     stop_patience: int = _default("AUTOTUNE_STOP_PATIENCE", env_int, 20, minimum=1)
     stop_noise: float = _default("AUTOTUNE_STOP_NOISE", env_float, 0.01)
+    stop_neighbours: bool = _default("AUTOTUNE_STOP_NEIGHBOURS", env_bool, True)
     #: a JSON file listing the configs to evaluate (exactly those, in order, each checked against the
     #: space), instead of proposals from the strategy's model: e.g. an existing ``triton.Config`` list
     configs_file: str | None = None

@@ -3,6 +3,10 @@ finishes (a long measurement leaves its partial result): regret where the search
 
     python bench/stop_replay.py LANDSCAPE... [--seeds 1] [--no-transfer] [--preload MORE...] [--noise 0.01]
         --out F.jsonl
+
+``--noise``: each measurement drawn around the landscape's time (log-normal, this relative sd), the regret
+then that of the config the search declared best (no re-timing in a replay). The rule's settings come from
+the environment as in a search: ``AUTOTUNE_STOP_NEIGHBOURS=0`` replays it without the neighbour check.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -41,7 +46,8 @@ def main() -> None:
             "seed": run.seed,
             "regret": run.final_regret,
             "noise": args.noise,
-            "polished": run.polished,
+            "neighbours": run.polished,
+            "stop_neighbours": os.environ.get("AUTOTUNE_STOP_NEIGHBOURS", "1"),
             "evaluations": run.evaluations,
             "stop_reason": run.stop_reason,
             "stop_bound": run.stop_bound,

@@ -214,6 +214,13 @@ def test_a_best_is_final_only_once_its_neighbours_are_measured():
         assert run.polished > 0 and run.stop_reason in (stopping.CONVERGED, stopping.STALLED)
 
 
+def test_the_neighbour_check_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_STOP_NEIGHBOURS", "0")
+    land = landscape(smooth)
+    run = replay_one(land, "random", None, 0, depth=4)
+    assert run.polished == 0 and run.stop_reason in (stopping.CONVERGED, stopping.STALLED)
+
+
 def test_the_rule_waits_for_the_neighbours_it_asked_for_but_not_forever():
     space = Space.from_dict(SPACE)
     rule = StoppingRule(StopSettings(min_evals=1, patience=2, noise=0.01), space, FACTS, None)

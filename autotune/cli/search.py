@@ -328,8 +328,8 @@ def _search_shape(tuner: Tuner, shape: Shape, progress: SearchProgress) -> Shape
 
 #: what each stop reason means, for the output (``search.stopping``'s reasons)
 _STOP_NOTES = {
-    "converged": "converged",
-    "stalled": "no improvement beyond the noise in 4 x AUTOTUNE_STOP_PATIENCE evaluations",
+    "converged": "converged, the best's neighbours measured",
+    "stalled": "no improvement beyond the noise in 4 x AUTOTUNE_STOP_PATIENCE evaluations, the best's neighbours measured",
     "ceiling": "the stopping rule's most evaluations (AUTOTUNE_STOP_MAX)",
     "wall": "the stopping rule's wall-time ceiling (AUTOTUNE_STOP_WALL)",
     "trials": "--trials spent",

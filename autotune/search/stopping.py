@@ -74,12 +74,14 @@ class StopSettings:
     wall_s: float = 300.0
     patience: int = 20
     noise: float = 0.01
+    #: a best is final only once its one-move neighbours are measured
+    neighbours: bool = True
 
     @classmethod
     def of(cls, settings: Any) -> StopSettings:
         """From a ``SearchSettings`` (its ``stop_*`` fields: settings never import the search package)."""
         s = settings
-        return cls(s.stop_min, s.stop_max, s.stop_wall_s, s.stop_patience, s.stop_noise)
+        return cls(s.stop_min, s.stop_max, s.stop_wall_s, s.stop_patience, s.stop_noise, s.stop_neighbours)
 
 
 class StoppingRule:
@@ -160,7 +162,7 @@ class StoppingRule:
             verdict = STALLED
         else:
             return False
-        if self._ask_neighbours():
+        if self.s.neighbours and self._ask_neighbours():
             return False
         self.reason = verdict
         return True

@@ -177,28 +177,13 @@ def replay_one(
         with tempfile.TemporaryDirectory() as tmp:
             owned = _RunStore(tmp)
             try:
-                return replay_one(
-                    target,
-                    strategy,
-                    evaluations,
-                    seed,
-                    history,
-                    features,
-                    depth,
-                    runs=owned,
-                    measured=measured,
-                    noise=noise,
-                )
+                args = (target, strategy, evaluations, seed, history, features, depth)
+                return replay_one(*args, runs=owned, measured=measured, noise=noise)
             finally:
                 owned.store.close()
     name, depth = strategy_depth(strategy, depth)
     t0 = time.perf_counter()
-    kernel = SimulatedKernel.of([target])
-    kernel = replace(kernel, meta=replace(kernel.meta, source_hash=runs.next_version()))
-    backend = SimulatedBackend.of(kernel)
-    if noise > 0:
-        backend = SimulatedBackend(kernel.info(), _noisy(kernel.answer, noise, seed))
-    pipeline = SerialPipeline(backend, ["sim:0"], depth)
+    pipeline = _pipeline(target, runs, depth, noise, seed)
     infos = tuple(pipeline.start())
     run = Run(label(target), strategy, seed, [], target.best_s, 0.0)
 
@@ -230,6 +215,17 @@ def replay_one(
         run.chosen_s = true_s(report.best)
     run.wall_s = time.perf_counter() - t0
     return run
+
+
+def _pipeline(target: Landscape, runs: _RunStore, depth: int, noise: float, seed: int) -> SerialPipeline:
+    """The simulated pipeline of one run: ``target`` as a fresh version of its kernel, measured with
+    ``noise`` (``_noisy``) when it is above 0."""
+    kernel = SimulatedKernel.of([target])
+    kernel = replace(kernel, meta=replace(kernel.meta, source_hash=runs.next_version()))
+    backend = SimulatedBackend.of(kernel)
+    if noise > 0:
+        backend = SimulatedBackend(kernel.info(), _noisy(kernel.answer, noise, seed))
+    return SerialPipeline(backend, ["sim:0"], depth)
 
 
 def _noisy(answer: Callable[..., TrialResult], noise: float, seed: int) -> Callable[..., TrialResult]:
