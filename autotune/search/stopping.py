@@ -184,11 +184,11 @@ class StoppingRule:
         except Exception:  # a config the space no longer reads, a fact missing: nothing to check
             return False
         unseen = [(c, h) for c in around if (h := config_hash(c)) not in self.seen]
-        fresh = [c for c, h in unseen if h not in self._asked]
-        for c in fresh:
-            self._asked[config_hash(c)] = self.results
-        self._wanted.extend(fresh)
-        self.polished += len(fresh)
+        for c, h in unseen:
+            if h not in self._asked:
+                self._asked[h] = self.results
+                self._wanted.append(c)
+                self.polished += 1
         return any(self.results - self._asked[h] < NEIGHBOUR_WAIT for _, h in unseen)
 
     def _noise(self) -> float:

@@ -66,7 +66,7 @@ class Run:
     stop_noise: float | None = None
     #: neighbours of a best the stopping rule had measured before it let the search stop
     polished: int = 0
-    #: with measurement noise: the true time of the config the search declared best (after re-timing)
+    #: with measurement noise: the true time of the config the search declared best
     chosen_s: float | None = None
 
     @property
@@ -352,17 +352,8 @@ def replay(
             features = features_for(target) if features_for else None
             for strategy in strategies:
                 for seed in seeds:
-                    run = replay_one(
-                        target,
-                        strategy,
-                        evaluations,
-                        seed,
-                        history,
-                        features,
-                        depth,
-                        runs=run_store,
-                        noise=noise,
-                    )
+                    args = (target, strategy, evaluations, seed, history, features, depth)
+                    run = replay_one(*args, runs=run_store, noise=noise)
                     runs.append(run)
                     if progress:
                         progress(run)
