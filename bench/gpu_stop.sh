@@ -6,6 +6,8 @@
 # noise and the whole command's wall time.
 # Run from the repo root on the GPU host, wheels in .whl/ (see HELPERS.md / shared/gpu/README.md). Writes $OUT/stop/.
 #   SHAPES=128x2112x7168,4096x2112x7168 SEEDS="0 1" bash bench/gpu_stop.sh
+# REFERENCE=measure sweeps each shape exhaustively on this GPU first (the stored reference is the H200's: on any
+# other GPU the regret needs this GPU's own landscape) and writes it under $OUT/stop/reference/.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 R=$OUT/stop
@@ -15,6 +17,19 @@ export PYTHONPATH=/tmp/site:$PWD
 K=bench/kernels/gemm_fp8_wave2.py
 REF=${REFERENCE:-bench/results/search/h200_live/exhaustive}
 SHAPES=${SHAPES:-128x2112x7168,4096x2112x7168}
+if [ "$REF" = measure ]; then
+  REF=$R/reference; mkdir -p "$REF"
+  for s in ${SHAPES//,/ }; do
+    IFS=x read -r m n k <<< "$s"
+    t0=$(date +%s.%N)
+    python3 -m autotune search $K --shape "M=$m,N=$n,K=$k" --strategy exhaustive --trials 100000 \
+      --db "sqlite:///$REF/ref.db" > "$REF/exhaustive_$s.log" 2>&1
+    python3 -m autotune landscape export gemm_fp8 --shape "M=$m,N=$n,K=$k" --db "sqlite:///$REF/ref.db" \
+      --out "$REF/gemm_fp8_$s.json" >> "$REF/exhaustive_$s.log" 2>&1
+    echo "reference $s rc=$? wall_s=$(python3 -c "import time; print(round(time.time() - $t0, 1))")" | tee -a "$R/times.txt"
+  done
+  rm -f "$REF/ref.db"
+fi
 python3 bench/preload_landscapes.py "sqlite:///$R/preloaded.db" bench/landscapes/wave2/gemm_fp8_*.json
 for seed in ${SEEDS:-0}; do for store in empty history; do for s in ${SHAPES//,/ }; do
   IFS=x read -r m n k <<< "$s"
@@ -32,7 +47,8 @@ from pathlib import Path
 r, ref = Path(sys.argv[1]), Path(sys.argv[2])
 walls = {}
 for line in (r / "times.txt").read_text().splitlines():
-    walls[line.split(" rc=")[0]] = line.split("wall_s=")[1].strip()
+    if not line.startswith("reference"):
+        walls[line.split(" rc=")[0]] = line.split("wall_s=")[1].strip()
 print(f"{'run':32} {'regret %':>8} {'evals':>5} {'stop':10} {'bound %':>7} {'noise %':>7} {'wall s':>6}")
 for f in sorted(r.glob("*_s*.json")):
     rep = json.loads(f.read_text())[0]

@@ -21,6 +21,13 @@ def main() -> None:
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     shape = {k: int(v) for k, v in (p.split("=") for p in args.shape.split(","))}
+    # Kernel code has torch loaded and CUDA initialized before it asks: the lookup takes the device from the
+    # torch already imported (it never imports torch itself), so without this the miss would be recorded for
+    # the CPU and no GPU service would take it (the first H100 run of bench/gpu_serve.sh did exactly that).
+    import torch
+
+    if torch.cuda.is_available():
+        torch.zeros(1, device="cuda")
 
     t_import = time.monotonic()
     from autotune.runtime.lookup import best_config_match
