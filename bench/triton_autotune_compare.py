@@ -118,7 +118,11 @@ def space_configs(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[
         configs = [
             c
             for c in space.enumerate(facts)
-            if bool(c["USE_TMA"]) == args.use_tma and c["SPLIT_K"] == args.split_k
+            # the one-program-per-tile kernel alone (the space also holds a persistent kernel and cuBLASLt,
+            # which one @triton.autotune wrapper cannot express)
+            if c.get("IMPL", "triton") == "triton"
+            and bool(c["USE_TMA"]) == args.use_tma
+            and c["SPLIT_K"] == args.split_k
         ]
         if args.limit and len(configs) > args.limit:
             keep = set(random.Random(args.seed).sample(range(len(configs)), args.limit))
