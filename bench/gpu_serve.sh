@@ -48,17 +48,17 @@ tail -4 "$OUT/miss.log" | tee -a "$S"
 echo "== 4. search through the service (1 and 40 evaluations), and --local (cold process, own DB and cache)" | tee -a "$S"
 python3 -m autotune search --help > "$OUT/search_help.txt" 2>&1 || echo "search --help rc=$?" | tee -a "$S"
 for n in 1 40; do
-    M=$([ $n = 1 ] && echo 1024 || echo 512)
-    for mode in service local; do
-      args=(--db $DB); [ $mode = local ] && args=(--local --db sqlite:////tmp/local_$n.db)
-      t0=$(now)
-      TRITON_CACHE_DIR=$([ $mode = local ] && echo /tmp/tc_local_$n || echo /tmp/tc_serve) \
-      timeout 200 python3 -m autotune search examples/gemm_fp8.py --shape M=$M,N=2112,K=7168 --trials $n \
-        "${args[@]}" --json "$OUT/s${n}_$mode.json" > "$OUT/s${n}_$mode.log" 2>&1
-      echo "$n-eval M=$M via $mode rc=$? wall_s=$(since "$t0")" | tee -a "$S"
-      tail -3 "$OUT/s${n}_$mode.log" | tee -a "$S"
-    done
+  M=$([ $n = 1 ] && echo 1024 || echo 512)
+  for mode in service local; do
+    args=(--db $DB); [ $mode = local ] && args=(--local --db sqlite:////tmp/local_$n.db)
+    t0=$(now)
+    TRITON_CACHE_DIR=$([ $mode = local ] && echo /tmp/tc_local_$n || echo /tmp/tc_serve) \
+    timeout 200 python3 -m autotune search examples/gemm_fp8.py --shape M=$M,N=2112,K=7168 --trials $n \
+      "${args[@]}" --json "$OUT/s${n}_$mode.json" > "$OUT/s${n}_$mode.log" 2>&1
+    echo "$n-eval M=$M via $mode rc=$? wall_s=$(since "$t0")" | tee -a "$S"
+    tail -3 "$OUT/s${n}_$mode.log" | tee -a "$S"
   done
+done
 
 echo "== 5. SIGTERM" | tee -a "$S"
 python3 -m autotune request examples/gemm_fp8.py --shape M=8192,N=2112,K=7168 --db $DB > /dev/null 2>&1
