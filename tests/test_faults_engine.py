@@ -188,12 +188,15 @@ def test_ctrl_c_to_the_process_group_ends_the_search_with_nothing_lost(tmp_path)
     ]  # fmt: skip
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TINY_COMPILE_SLEEP": "0.5"}, start_new_session=True,
+        # 2 s a compile: 24 configs take 48 s or more, so the search cannot have finished before the signal
+        # even when this process was slow to see its first trials (at 0.5 s it once finished in 19 s, first)
+        env={**os.environ, "TINY_COMPILE_SLEEP": "2"}, start_new_session=True,
     )  # fmt: skip
     store = Store(f"sqlite:///{db}")
     try:
         assert wait_for_trials(store, 3, timeout_s=240), "the search never stored a trial"
         before = store.trials.recorded(store.history.key_states()[0].key_id)
+        assert proc.poll() is None, "the search ended before Ctrl-C: nothing to interrupt"
         os.killpg(proc.pid, signal.SIGINT)
         sent = time.monotonic()
         try:
