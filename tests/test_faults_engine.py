@@ -188,9 +188,11 @@ def test_ctrl_c_to_the_process_group_ends_the_search_with_nothing_lost(tmp_path)
     ]  # fmt: skip
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        # 2 s a compile: 24 configs take 48 s or more, so the search cannot have finished before the signal
-        # even when this process was slow to see its first trials (at 0.5 s it once finished in 19 s, first)
+        # 2 s a compile: 24 configs take 48 s or more, so the search is still running when the signal comes
         env={**os.environ, "TINY_COMPILE_SLEEP": "2"}, start_new_session=True,
+        # as a terminal's foreground job: a runner started in the background (`cmd &`) ignores SIGINT, its
+        # children inherit that, and Python then installs no handler (the search ran on to the end)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     store = Store(f"sqlite:///{db}")
     try:
