@@ -63,7 +63,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_PRINT": "1: the @autotune drop-in prints the config it chose for each key once (as TRITON_PRINT_AUTOTUNING)",
     "AUTOTUNE_TRACE_STARTUP": "1: a search prints a timeline of its start-up and end (what ran in which process, when) on stderr",
     "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
-    "AUTOTUNE_SERVE_POLL": "seconds an idle `autotune serve` waits between looks at the queue (default 5 where Postgres NOTIFY wakes it, 0.25 on SQLite)",
+    "AUTOTUNE_SERVE_POLL": "seconds an idle `autotune serve` waits between looks at the queue (default 5 where Postgres NOTIFY wakes it, 0.1 on SQLite)",
     "AUTOTUNE_SERVE_LEASE": "seconds a request taken by `autotune serve`, and its heartbeat, stay valid without renewal; a service killed with -9 has its request taken over after it (default 60)",
 }
 
@@ -262,14 +262,14 @@ class ServeSettings:
     """``autotune serve``'s loop: the idle poll and the lease of a taken request (renewed every third of
     it, with the heartbeat)."""
 
-    #: None: 5 s where a Postgres NOTIFY wakes the service at once, 0.25 s on SQLite (no NOTIFY; a look at
+    #: None: 5 s where a Postgres NOTIFY wakes the service at once, 0.1 s on SQLite (no NOTIFY; a look at
     #: a local file's queue costs a fraction of a millisecond, and a search handed over waits for it)
     poll_s: float | None = None
     lease_s: float = 60.0
 
     def poll_for(self, notified: bool) -> float:
         """The idle poll of a service that a NOTIFY wakes (``notified``) or not."""
-        return self.poll_s if self.poll_s is not None else (5.0 if notified else 0.25)
+        return self.poll_s if self.poll_s is not None else (5.0 if notified else 0.1)
 
     @property
     def beat_s(self) -> float:

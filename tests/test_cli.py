@@ -20,7 +20,7 @@ from autotune.cli.inspect import best_dict
 from autotune.cli.search import print_reports
 from autotune.records import BestRecord
 from autotune.trial import TrialResult, TrialStatus, fmt_time
-from autotune.tuning.shape_search import report_dict
+from autotune.tuning.report import report_dict
 from autotune.tuning.tuner import Finalist, ShapeReport
 
 ROOT = Path(__file__).resolve().parents[1]

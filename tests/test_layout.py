@@ -320,3 +320,26 @@ def test_import_autotune_stays_light():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["[]", "[]"], proc.stdout
+
+
+def test_a_search_handed_to_a_service_imports_no_search_loop():
+    """What ``autotune search`` imports to hand its shapes to a live service (the CLI, the store, the client,
+    the progress display and the report records) leaves out the search loop, the engine, the strategies and
+    Alembic: on the GPU hosts each of them costs part of the seconds a handed-over search should take."""
+    heavy = (
+        "autotune.tuning.shape_search",
+        "autotune.engine",
+        "autotune.search",
+        "alembic",
+        "optuna",
+        "numpy",
+    )
+    code = (
+        "import sys\n"
+        "import autotune.cli, autotune.store, autotune.service.client, autotune.tuning.progress\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[]"], proc.stdout

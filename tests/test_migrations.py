@@ -48,6 +48,26 @@ def test_migrations_dir_in_a_checkout():
     assert list((REPO / "alembic" / "versions").glob("*.py"))
 
 
+def test_head_revision_read_from_the_files_is_alembics(tmp_path):
+    """The schema check reads the head from the migration files without Alembic: the same head as Alembic's,
+    and a database at head is checked (``Store.open``) without importing Alembic at all."""
+    from alembic.script import ScriptDirectory
+
+    from autotune.store.schema import alembic_config, head_revision
+
+    assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    Store.open(url, create=True).close()
+    code = (
+        "import sys; from autotune.store import Store; "
+        f"Store.open({url!r}, readonly=True).close(); print('alembic' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert out.stdout.strip() == "False"
+
+
 def test_migrated_schema_matches_models(db_url):
     store = Store(db_url)
     store.schema.upgrade()

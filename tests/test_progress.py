@@ -18,7 +18,7 @@ from autotune.shapes import format_shape
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus
 from autotune.tuning.progress import SearchProgress, choose_mode, trial_line
-from autotune.tuning.shape_search import TrialEvent
+from autotune.tuning.report import TrialEvent
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
@@ -115,7 +115,7 @@ def test_the_mode_follows_the_terminal_and_the_flags():
 
 
 def test_the_bar_ends_on_the_table_s_best_not_the_fastest_single_sample():
-    from autotune.tuning.shape_search import ShapeReport
+    from autotune.tuning.report import ShapeReport
 
     console = Console(file=io.StringIO(), force_terminal=True)
     shape = {"N": 32}

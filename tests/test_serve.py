@@ -172,6 +172,35 @@ def test_the_queue_gives_a_request_to_one_taker_until_its_lease_expires(db_url):
         assert store.services.status_of(got_b.id)[0] == "queued"
 
 
+def test_an_idle_look_at_the_queue_takes_no_write_lock(sqlite_url):
+    """An idle SQLite service looks at the queue several times a second: with nothing to take, the look reads
+    only, so it returns while another process holds the write lock (a search storing its trials) instead of
+    queueing behind it; a request queued meanwhile is still taken once the lock is free."""
+    import sqlite3
+    import threading
+
+    from autotune.store import Owner
+
+    cpu, owner = _cpu_name(), Owner()
+    with Store.open(sqlite_url, create=True) as store:
+        holder = sqlite3.connect(store.db.sqlite_path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, held until the end of the look
+        got: list[object] = []
+        look = threading.Thread(
+            target=lambda: got.append(store.services.take(owner, ["tiny"], cpu, lease_s=60))
+        )
+        look.start()
+        look.join(timeout=WAIT_S)
+        returned_while_held = not look.is_alive() and holder.in_transaction
+        holder.execute("ROLLBACK")
+        holder.close()
+        look.join()
+        assert returned_while_held and got == [None]
+        request_id = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu)
+        taken = store.services.take(owner, ["tiny"], cpu, lease_s=60)
+        assert taken is not None and taken.id == request_id
+
+
 def test_a_request_nobody_serves_is_refused_and_queued_again_when_a_service_for_it_starts(db_url):
     from autotune.store import Owner
 

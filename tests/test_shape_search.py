@@ -103,7 +103,7 @@ def test_one_figure_per_quantity_the_median_and_the_throughput_at_it(sqlite_url)
 
 
 def test_a_best_spread_past_the_threshold_is_flagged_unreliable(sqlite_url, tmp_path):
-    from autotune.tuning.shape_search import report_dict
+    from autotune.tuning.report import report_dict
 
     wild = _search_with_retiming(sqlite_url, 0.8, retime_top=3, retime_rounds=3)
     assert wild.best_spread is not None and wild.best_spread > 0.5 and wild.unreliable

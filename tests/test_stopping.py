@@ -21,7 +21,7 @@ from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus, config_hash
 from autotune.tuning import shape_search
 from autotune.tuning.replay import replay_one
-from autotune.tuning.shape_search import report_dict
+from autotune.tuning.report import report_dict
 from autotune.tuning.tuner import Tuner
 
 #: 16 x 7 x 2 = 224 configs

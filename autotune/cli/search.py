@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from autotune.store import Store
     from autotune.tuning.finalists import Finalist
     from autotune.tuning.progress import SearchProgress
-    from autotune.tuning.tuner import ShapeReport, Tuner
+    from autotune.tuning.report import ShapeReport
+    from autotune.tuning.tuner import Tuner
 
 app = typer.Typer()
 
@@ -189,14 +190,15 @@ def search(
         progress = SearchProgress(err, choose_mode(err, quiet=quiet, verbose=verbose), verbose=verbose)
         handed = _via_service(file, store, settings, shapes, progress, local=local or new_db)
         reports, kernel = handed or _run(file, store, new_db, settings, shapes, progress)
-        print_reports(reports, kernel)
-        _write_json(json_out, reports)
+        with timeline.phase("print the results"):
+            print_reports(reports, kernel)
+            _write_json(json_out, reports)
 
 
 def _write_json(json_out: Path | None, reports: list[ShapeReport]) -> None:
     """``--json``: every shape's report (``report_dict``)."""
     if json_out is not None:
-        from autotune.tuning.shape_search import report_dict
+        from autotune.tuning.report import report_dict
 
         write_text(json_out, json.dumps([report_dict(r) for r in reports], indent=2, default=str), "--json")
 
@@ -214,6 +216,7 @@ def _via_service(
     --local, or a new database no service uses; no --shape: the kernel's default shapes are in its file)."""
     from dataclasses import replace
 
+    from autotune import timeline
     from autotune.kernel.contract import source_hash
     from autotune.service.client import HANDED_OVER, find_service, hand_over
     from autotune.settings import SearchSettings
@@ -224,7 +227,8 @@ def _via_service(
     if replace(settings, **{k: getattr(SearchSettings(), k) for k in HANDED_OVER}) != SearchSettings():
         return None
 
-    found = find_service(store, source_hash(file), settings.devices)
+    with timeline.phase("look for a live autotune serve running FILE"):
+        found = find_service(store, source_hash(file), settings.devices)
     if found is None:
         return None
     service, kernel = found

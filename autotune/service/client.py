@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from autotune import timeline
 from autotune.errors import SettingsError
 from autotune.settings import SearchSettings, serve_settings
 from autotune.shapes import Shape, check_shape, format_shape
 from autotune.store import Store
 from autotune.trial import TrialResult, TrialStatus
-from autotune.tuning.shape_search import ShapeReport, TrialEvent, report_from_dict
+from autotune.tuning.report import ShapeReport, TrialEvent, report_from_dict
 
 #: the ``SearchSettings`` a search hands over with its shapes; the others are the service's own
 HANDED_OVER = ("trials", "timeout_s", "strategy", "seed", "devices")
@@ -119,6 +120,18 @@ class _Watched:
         self.request_id, self.shape, self.stream = request_id, shape, stream
         self.status = ""
         self.report: ShapeReport | None = None
+        #: when this shape's request entered its current status (``AUTOTUNE_TRACE_STARTUP``'s spans)
+        self.since = time.time()
+
+
+def _trace(w: _Watched, status: str) -> None:
+    """A handed-over shape's wait in the start-up timeline: queued until the service took it, then its search
+    (as this process sees it, polling every ``POLL_S``)."""
+    now = time.time()
+    if status in ("running", "done"):
+        was = "queued until the service took it" if status == "running" else "the service's search"
+        timeline.span(f"{format_shape(w.shape)}: {was}", w.since, now)
+    w.since = now
 
 
 def _wait(
@@ -134,6 +147,7 @@ def _wait(
                 raise SettingsError(f"autotune serve refused {format_shape(w.shape)}: {outcome.message}")
             if outcome.status != w.status:
                 w.status = outcome.status
+                _trace(w, outcome.status)
                 if outcome.status == "running":
                     progress.start_shape(w.shape, budget)
                 elif outcome.status != "done":

@@ -31,7 +31,7 @@ from autotune.shapes import Shape, format_shape
 from autotune.store import Owner, Store, Work
 from autotune.store.rows import dtypes_key
 from autotune.trial import fmt_config, fmt_time
-from autotune.tuning.shape_search import ShapeReport, report_dict
+from autotune.tuning.report import ShapeReport, report_dict
 
 if TYPE_CHECKING:
     from autotune.jobs.nightly import Job, KernelJob
@@ -291,7 +291,7 @@ class Service:
     def step(self) -> bool:
         """Refuse what nobody serves, take one request and work it; False when the queue had nothing."""
         services = self.store.services
-        # refusing takes a write lock: not on every poll of an idle SQLite service (4 a second)
+        # refusing takes a write lock: not on every poll of an idle SQLite service (10 a second)
         refuse = time.monotonic() >= self._next_refusal
         if refuse:
             self._next_refusal = time.monotonic() + REFUSE_EVERY_S

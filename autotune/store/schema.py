@@ -5,6 +5,7 @@ runtime lookup stays light (as Optuna's ``_VersionManager`` keeps migrations apa
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from functools import lru_cache
@@ -48,8 +49,29 @@ def alembic_config() -> Config:
     return cfg
 
 
+#: a migration's ``revision = '0006'`` and ``down_revision = '0005'`` lines, as our migrations write them
+_REVISION_LINE = re.compile(
+    r"^(revision|down_revision)\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.M
+)
+
+
 @lru_cache(maxsize=1)
 def head_revision() -> str:
+    """The newest revision, read from the migration files' ``revision`` and ``down_revision`` lines: a
+    command that only checks the schema (every one that does not migrate) never imports Alembic, whose
+    import costs more than the check itself (0.1 s here, ~0.5 s on the GPU hosts). Alembic's own head is
+    the fallback for files this reader does not understand (a merge revision, a hand-written file)."""
+    revisions: dict[str, str | None] = {}
+    for path in sorted((migrations_dir() / "versions").glob("*.py")):
+        found = {m[0]: m[1] or m[2] or None for m in _REVISION_LINE.findall(path.read_text(encoding="utf-8"))}
+        if "revision" not in found or "down_revision" not in found:
+            return _alembic_head()
+        revisions[str(found["revision"])] = found["down_revision"]
+    heads = set(revisions) - {d for d in revisions.values() if d}
+    return heads.pop() if len(heads) == 1 else _alembic_head()
+
+
+def _alembic_head() -> str:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(alembic_config()).get_current_head() or ""

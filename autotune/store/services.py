@@ -290,20 +290,28 @@ class Services:
             return None
         self._requeue_dead(owner)
 
+        def takeable(now: datetime) -> Any:
+            return (
+                select(ShapeRequestRow)
+                .where(
+                    ShapeRequestRow.kernel_name.in_(kernels),
+                    ShapeRequestRow.device_name == device_name,
+                    self._takeable(now),
+                )
+                .order_by(ShapeRequestRow.count.desc(), ShapeRequestRow.id)
+                .limit(1)
+            )
+
+        # a look without the write lock first: an idle SQLite service polls several times a second, and a
+        # write transaction each time would queue behind (and delay) the searches writing their trials
+        with self.db.session() as s:
+            if s.scalars(takeable(utcnow())).first() is None:
+                return None
+
         def attempt() -> Work | None:
             now = utcnow()
             with self.db.session(write=True) as s:
-                row = s.scalars(
-                    select(ShapeRequestRow)
-                    .where(
-                        ShapeRequestRow.kernel_name.in_(kernels),
-                        ShapeRequestRow.device_name == device_name,
-                        self._takeable(now),
-                    )
-                    .order_by(ShapeRequestRow.count.desc(), ShapeRequestRow.id)
-                    .limit(1)
-                    .with_for_update(skip_locked=True)
-                ).first()
+                row = s.scalars(takeable(now).with_for_update(skip_locked=True)).first()
                 if row is None:
                     return None
                 won = s.execute(

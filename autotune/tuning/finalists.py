@@ -11,10 +11,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from autotune.engine import Evaluator
 from autotune.trial import KIND_RETIME, TrialResult, config_hash, median_spread
+
+if TYPE_CHECKING:
+    from autotune.engine import Evaluator
 
 #: (result, started, finished) of measurements to store
 Record = Callable[[list[tuple[TrialResult, datetime | None, datetime | None]]], Any]

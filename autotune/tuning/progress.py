@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from autotune.shapes import Shape
-    from autotune.tuning.shape_search import ShapeReport, TrialEvent
+    from autotune.tuning.report import ShapeReport, TrialEvent
 
 Mode = Literal["bar", "lines", "quiet"]
 

@@ -40,7 +40,8 @@ from autotune.settings import SearchSettings
 from autotune.store import Owner
 from autotune.trial import TrialResult, TrialStatus, config_hash
 from autotune.tuning.landscape import Landscape
-from autotune.tuning.shape_search import SearchEngine, SearchStore, ShapeSearch, TrialEvent
+from autotune.tuning.report import TrialEvent
+from autotune.tuning.shape_search import SearchEngine, SearchStore, ShapeSearch
 
 #: in-flight proposals of the H200 pipeline (15 compile workers + 4 per device): the replay's default
 DEFAULT_DEPTH = 19

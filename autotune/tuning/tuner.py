@@ -21,7 +21,8 @@ from autotune.space.space import Space
 from autotune.store import Owner
 from autotune.trial import config_hash
 from autotune.tuning.finalists import Finalist
-from autotune.tuning.shape_search import SearchEngine, SearchStore, ShapeReport, ShapeSearch, TrialEvent
+from autotune.tuning.report import ShapeReport, TrialEvent
+from autotune.tuning.shape_search import SearchEngine, SearchStore, ShapeSearch
 
 __all__ = ["Finalist", "ShapeReport", "TrialEvent", "Tuner", "parse_shapes"]
 
