@@ -12,7 +12,10 @@
 #      `autotune/` and `alembic/`, same service);
 #   5. SIGTERM to the service; then a cold 1-evaluation search in one process (own database and Triton
 #      cache), this code twice and the baseline once, traced.
-# From the repository root with the wheels of ../shared/gpu/wheelhouse.sh in .whl/; writes under $OUT.
+# QUICK=1: sections 2, 4 and 5 only, this code only, bytecode compiled first. The service's own phases are traced
+# too (its AUTOTUNE_TRACE_STARTUP file, printed at the end).
+# From the repository root with the wheels of ../shared/gpu/wheelhouse.sh in .whl/; writes under $OUT (all logs
+# in all.tgz).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 BASE_DIR=${BASE_DIR:-}
@@ -42,6 +45,7 @@ echo "== 1. the host's Python" | tee -a "$S"
 python3 -c "import sys, os; print(sys.version.split()[0], 'dont_write_bytecode', sys.dont_write_bytecode, 'PYTHONDONTWRITEBYTECODE', os.environ.get('PYTHONDONTWRITEBYTECODE'), 'pycache_prefix', sys.pycache_prefix)" | tee -a "$S"
 env | grep -E '^PYTHON' | tee -a "$S"
 python3 -c "import torch, triton"  # the page cache holds torch's files for every run alike
+[ -n "${QUICK:-}" ] && { python3 -m compileall -q -j 8 /tmp/site autotune alembic > /dev/null 2>&1; BASE_DIR=; }
 imports; imports
 echo "  .pyc files under /tmp/site: $(find /tmp/site -name '*.pyc' | wc -l), under autotune/: $(find autotune -name '*.pyc' | wc -l)" | tee -a "$S"
 
@@ -49,13 +53,15 @@ DB=sqlite:////tmp/serve.db
 export TRITON_CACHE_DIR=/tmp/tc_serve
 echo "== 2. service start" | tee -a "$S"
 t0=$(now)
-python3 -m autotune serve --kernels examples/gemm_fp8.py --db $DB --log-format json > "$OUT/serve.log" 2>&1 &
+touch "$OUT/service_trace.jsonl"
+AUTOTUNE_TRACE_STARTUP=$OUT/service_trace.jsonl python3 -m autotune serve --kernels examples/gemm_fp8.py --db $DB \
+  --log-format json > "$OUT/serve.log" 2>&1 &
 SERVE=$!
 wait_for '"event": "serving"' "$OUT/serve.log" 120 && echo "  serving after $(since "$t0") s" | tee -a "$S"
 handed warmup 4096  # the service's first search of the kernel (its first Triton compile in the service)
 
-echo "== 3. 1-evaluation searches through the service, bytecode as section 1 left it" | tee -a "$S"
-for M in 1024 1536 3072; do handed as_is_$M $M; done
+[ -z "${QUICK:-}" ] && { echo "== 3. 1-evaluation searches through the service, bytecode as section 1 left it" | tee -a "$S"
+for M in 1024 1536 3072; do handed as_is_$M $M; done; }
 
 echo "== 4. compiled bytecode (pip's default)" | tee -a "$S"
 t0=$(now)
@@ -83,4 +89,11 @@ echo "== where the handed-over searches' seconds went (traced, this code)" | tee
 for f in "$OUT"/new_*.log "$OUT"/as_is_*.log; do
   echo "-- $(basename "$f")"; sed -n '/start-up timeline/,$p' "$f" | tail -n +3
 done | tee -a "$S"
+echo "== the service's own phases (its trace)" | tee -a "$S"
+python3 -c "import sys; from autotune import timeline; print(timeline.format_rows(timeline.read(sys.argv[1])))" \
+  "$OUT/service_trace.jsonl" | grep -v 'job [0-9]*: inputs' | tail -60 > "$OUT/service_trace.txt"
+tail -40 "$OUT/service_trace.txt" | tee -a "$S"
+for f in "$OUT"/local_*.log; do echo "-- $(basename "$f")"; sed -n '/start-up timeline/,$p' "$f" | tail -n +3; done >> "$S"
+tar czf /tmp/all.tgz --exclude='*.db' -C "$OUT" . && mv /tmp/all.tgz "$OUT/all.tgz"
+find "$OUT" -mindepth 1 -not -name all.tgz -not -name summary.txt -delete 2>/dev/null || true
 echo "== summary"; grep -v '^ *[0-9.]* *[0-9.]* ' "$S" | grep -v '^--' | head -60

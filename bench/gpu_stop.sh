@@ -6,6 +6,8 @@
 # noise and the whole command's wall time.
 # Run from the repo root on the GPU host, wheels in .whl/ (see HELPERS.md / shared/gpu/README.md). Writes $OUT/stop/.
 #   SHAPES=128x2112x7168,4096x2112x7168 SEEDS="0 1" bash bench/gpu_stop.sh
+# KERNEL=examples/gemm_fp8.py (with REFERENCE=measure) runs today's kernel instead; STORES="empty" leaves the
+# history runs out (the preloaded landscapes are the wave-2 kernel's).
 # REFERENCE=measure sweeps each shape exhaustively on this GPU first (the stored reference is the H200's: on any
 # other GPU the regret needs this GPU's own landscape) and writes it under $OUT/stop/reference/.
 set -uo pipefail
@@ -14,7 +16,7 @@ R=$OUT/stop
 mkdir -p "$R"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -1
 export PYTHONPATH=/tmp/site:$PWD
-K=bench/kernels/gemm_fp8_wave2.py
+K=${KERNEL:-bench/kernels/gemm_fp8_wave2.py}
 REF=${REFERENCE:-bench/results/search/h200_live/exhaustive}
 SHAPES=${SHAPES:-128x2112x7168,4096x2112x7168}
 if [ "$REF" = measure ]; then
@@ -31,7 +33,7 @@ if [ "$REF" = measure ]; then
   rm -f "$REF/ref.db"
 fi
 python3 bench/preload_landscapes.py "sqlite:///$R/preloaded.db" bench/landscapes/wave2/gemm_fp8_*.json
-for seed in ${SEEDS:-0}; do for store in empty history; do for s in ${SHAPES//,/ }; do
+for seed in ${SEEDS:-0}; do for store in ${STORES:-empty history}; do for s in ${SHAPES//,/ }; do
   IFS=x read -r m n k <<< "$s"
   run=${store}_${s}_s$seed
   if [ "$store" = history ]; then cp "$R/preloaded.db" "$R/$run.db"; else rm -f "$R/$run.db"; fi

@@ -386,3 +386,51 @@ def test_devices_of_different_models_are_refused(sqlite_url):
     tuner = Tuner("sim", Store(sqlite_url), s, backend=Mixed(info, synthetic))
     with tuner, pytest.raises(SettingsError, match="mixes GPU models"):
         tuner.start()
+
+
+def test_a_long_lived_tuner_copies_every_shape_to_its_study_in_the_background(sqlite_url):
+    """``autotune serve``'s tuner (``long_lived``) answers a shape without waiting on its Optuna study copy,
+    keeps the next shape's writer started, and loses nothing: once the tuner is closed, every shape's study
+    holds each of its stored search trials, once."""
+    tuner = sim_tuner(sqlite_url, 1, strategy="random", trials=3, seed=1, compile_workers=0, retime_top=0)
+    tuner.long_lived = True
+    shapes = ({"N": 8}, {"N": 16}, {"N": 32})
+    with tuner:
+        tuner.start()
+        reports = [tuner.search_shape(s) for s in shapes]
+        assert tuner._writer is not None  # the next shape's writer, already started
+    store = Store(sqlite_url)
+    from autotune.trial import KIND_SEARCH
+
+    for report in reports:
+        (key,) = [k for k in store.history.key_states() if k.shape_key == report.shape_key]
+        stored = [i for i, r in store.trials.since(key.key_id, 0) if r.kind == KIND_SEARCH]
+        copied = _study_trial_ids(sqlite_url, report.study_name)
+        assert len(stored) == 3 and sorted(copied) == sorted(stored), (report.shape_key, stored, copied)
+    store.close()
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_compile_workers_of_a_long_lived_owner_warm_up_on_the_default_config(warm):
+    """``warm_compilers`` (``autotune serve``): every compile worker compiles the default config at the first
+    default shape once it started, before any candidate, so a request's first compile is warm; without it
+    (``autotune search``) a compile worker compiles only the candidates."""
+    space = Space.from_dict(SPACE)
+    default = {"A": 1, "B": 1, "C": "x"}
+    backend = SimulatedBackend(sim_info(space, default), synthetic, compile_s=0.01, eval_s=0.001)
+    pipe = Pipeline(backend, ["sim:0"], compile_workers=3)
+    pipe.warm_compilers = warm
+    pipe.start()
+    other = {"A": 4, "B": 3, "C": "y"}
+    try:
+        pipe.submit(Candidate(other, config_hash(other), {"N": 16}))
+        assert pipe.next_result(timeout=30) is not None
+    finally:
+        pipe.close()
+    compilers = [ev for ev in backend.made if ev.device == "sim-compile"]
+    assert len(compilers) == 3
+    firsts = [ev.calls[0] if ev.calls else None for ev in compilers]
+    if warm:
+        assert firsts == [("compile", config_hash(default))] * 3
+    else:
+        assert ("compile", config_hash(default)) not in firsts

@@ -73,6 +73,10 @@ class Pipeline:
         self.stats: dict[str, DeviceStats] = {}
         self.in_flight = 0
         self._compilers_started = False
+        #: each compile worker compiles the kernel's default config at its first default shape as soon as
+        #: it started (a long-lived owner: ``autotune serve``). A process's first Triton compile costs
+        #: ~0.5 s even from the disk cache; warm, a request's first candidate compiles in milliseconds
+        self.warm_compilers = False
         #: the error a stage could not turn into a trial status: the stage's thread has ended, so this
         #: pipeline evaluates nothing more (its owner starts a new one: ``Tuner.broken``)
         self.failed: BaseException | None = None
@@ -202,10 +206,15 @@ class Pipeline:
         ev = self.backend.compiler()
         self._compilers.append(ev)
         try:
-            ev.start()
+            info = ev.start()
         except Exception as e:
             self._results.put(_Failure(e))
             return
+        if self.warm_compilers and info.meta.default_shapes:
+            try:
+                ev.compile(dict(info.meta.default_config), dict(info.meta.default_shapes[0]))
+            except Exception:  # a warm-up only: the first real job says what is wrong, as a trial status
+                log.debug("warming a compile worker failed", exc_info=True)
         while not self._stopping.is_set():
             cand = self._compile_q.get()
             if cand is None:

@@ -198,7 +198,7 @@ class Service:
         from autotune.tuning.tuner import Tuner
 
         t0 = time.monotonic()
-        tuner = Tuner(str(path), self.store, self.settings, wait_for_study=False)
+        tuner = Tuner(str(path), self.store, self.settings, wait_for_study=False, long_lived=True)
         try:
             info = tuner.start()
         except BaseException:
