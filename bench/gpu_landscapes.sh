@@ -7,6 +7,9 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/landscapes"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -1
+# bytecode as an ordinary pip install writes it: the GPU hosts set PYTHONDONTWRITEBYTECODE=1, and without it every
+# process compiles SQLAlchemy, Optuna and autotune from source (~1 s a command; RESULTS section 22)
+python3 -m compileall -q -j 8 /tmp/site autotune > /dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/landscapes/gpu.txt"
 SHAPES=${SHAPES:-64x2112x7168,128x24576x1536,4096x7168x2048,4096x4096x7168,2048x2112x7168,64x32768x512,128x7168x16384,4096x7168x16384}

@@ -7,6 +7,9 @@ set -uo pipefail
 OUT=${OUT:-bench/out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+# bytecode as an ordinary pip install writes it: the GPU hosts set PYTHONDONTWRITEBYTECODE=1, and without it every
+# process compiles SQLAlchemy, Optuna and autotune from source (~1 s a command; RESULTS section 22)
+python3 -m compileall -q -j 8 /tmp/site autotune > /dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 SHAPES=(--shape M=64,N=2112,K=7168 --shape M=128,N=24576,K=1536 --shape M=4096,N=7168,K=2048 --shape M=4096,N=4096,K=7168)
 case "${1:-a}" in
