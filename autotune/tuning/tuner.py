@@ -101,7 +101,7 @@ class Tuner:
         deadline = time.monotonic() + _CLOSING_WAIT_S
         for t in self._closing:  # past this, what a copy did not write the next search of its shape adds
             t.join(timeout=max(0.0, deadline - time.monotonic()))
-        self._closing = []
+        self._closing.clear()
         if self.pipeline is not None:
             with timeline.phase("stop the workers"):
                 self.pipeline.close()
@@ -202,7 +202,7 @@ class Tuner:
         writer, self._writer = self._writer or self._study_writer(), None
         if self.long_lived:
             self._writer = self._study_writer()  # the next shape's, importing Optuna meanwhile
-            self._closing = [t for t in self._closing if t.is_alive()]
+            self._closing[:] = [t for t in self._closing if t.is_alive()]  # in place: each writer's list
             return _ClosingInBackground(writer.bind(study_name, space, attrs), self._closing)
         return writer.bind(study_name, space, attrs)
 
