@@ -149,8 +149,14 @@ def test_best_config_with_bad_lookup_settings_answers_and_warns(tmp_path):
     )
     subprocess.run([sys.executable, "-c", code, str(db)], cwd=ROOT, env=_clean_env(), check=True, timeout=120)
     lookup = (
-        "import sys\n"
+        "import sys, time\n"
         "from autotune.runtime.lookup import best_config\n"
+        "# the bad timeout falls back to the default (1 s): on a loaded machine the first read may take longer,\n"
+        "# and the rows are used once they arrive, so wait for them rather than assume the 1 s holds\n"
+        "deadline = time.monotonic() + 60\n"
+        "while best_config('gemm', db=sys.argv[1], device='cpu', M=64) != {'BLOCK': 64}:\n"
+        "    assert time.monotonic() < deadline, 'the stored rows never arrived'\n"
+        "    time.sleep(0.05)\n"
         "for _ in range(3):\n"
         "    assert best_config('gemm', db=sys.argv[1], device='cpu', M=64) == {'BLOCK': 64}\n"
         "    # a failed database is retried after AUTOTUNE_LOOKUP_RETRY: read on the second call\n"
