@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autotune.engine import SimulatedBackend, WorkerInfo  # noqa: E402
+from autotune.engine.simulated import SimulatedKernel, load_landscape  # noqa: E402
 from autotune.settings import SearchSettings  # noqa: E402
 from autotune.space import Space  # noqa: E402
 from autotune.store import Store  # noqa: E402
@@ -65,6 +66,8 @@ def run(
         "device_gap_ms_p90": report.device_gap_s[1] * 1e3 if report.device_gap_s else None,
         "duplicates": dups,
         "best_s": report.best.time_s if report.best else None,
+        "search_s": report.wall_s,
+        "time_split": report.time_split,
     }
 
 
@@ -98,6 +101,11 @@ def main() -> None:
         action="store_true",
         help="diagnostic: skip the Optuna study copy (shows what the study writes cost the loop)",
     )
+    ap.add_argument(
+        "--landscape",
+        default="",
+        help="a landscape file (e.g. bench/landscapes/wave2/*.json, its space inside) instead of the wave-1 one",
+    )
     ap.add_argument("--pg", default="", help="a Postgres server URL: each run gets a fresh database on it")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "sim_pipeline.json"))
     args = ap.parse_args()
@@ -106,8 +114,12 @@ def main() -> None:
         from autotune.store.optuna_study import StudyWriter
 
         StudyWriter.add = lambda self, *a, **k: None  # type: ignore[method-assign]
-    space = Space.from_yaml(SPACE_FILE)
-    land = load(sorted((ROOT / "bench" / "landscapes").glob("gemm_fp8_*.json"))[0], space)
+    if args.landscape:
+        land = SimulatedKernel.of([load_landscape(Path(args.landscape))])
+    else:
+        land = load(
+            sorted((ROOT / "bench" / "landscapes").glob("gemm_fp8_*.json"))[0], Space.from_yaml(SPACE_FILE)
+        )
     rows = []
     for strategy in args.strategies.split(","):
         trials = 10_000 if strategy == "exhaustive" else args.tpe_trials
@@ -122,6 +134,7 @@ def main() -> None:
                 f"median {r['device_gap_ms_median']:.2f} ms p90 {r['device_gap_ms_p90']:.2f} ms; dups {r['duplicates']}",
                 flush=True,
             )
+            print(f"  search {r['search_s']:.2f} s: {r['time_split']}", flush=True)
     meta = {
         "machine": platform.processor() or platform.machine(),
         "python": platform.python_version(),

@@ -434,3 +434,31 @@ def test_compile_workers_of_a_long_lived_owner_warm_up_on_the_default_config(war
         assert firsts == [("compile", config_hash(default))] * 3
     else:
         assert ("compile", config_hash(default)) not in firsts
+
+
+def test_held_candidates_compile_at_once_and_are_timed_after_the_release():
+    """While the default config runs, the search submits the first batch ``held``: compiled at once, timed
+    only after ``release_timing`` (the default's time is their run bound). A held candidate that compiled
+    first still waits behind one that is not held."""
+    space = Space.from_dict(SPACE)
+    backend = SimulatedBackend(sim_info(space, {}), synthetic, compile_s=0.05, eval_s=0.001)
+    pipe = Pipeline(backend, ["sim:0"], compile_workers=2)
+    pipe.start()
+    default, others = {"A": 1, "B": 1, "C": "x"}, [{"A": 4, "B": 3, "C": "y"}, {"A": 2, "B": 2, "C": "y"}]
+    try:
+        pipe.hold_timing()
+        for c in others:  # submitted first: they compile first, yet are timed after the default
+            pipe.submit(Candidate(c, config_hash(c), {"N": 16}, held=True))
+        pipe.submit(Candidate(default, config_hash(default), {"N": 16}))
+        first = pipe.next_result(timeout=30)
+        assert first is not None and first.candidate.config == default
+        assert pipe.next_result(timeout=0.5) is None  # still held
+        compilers = [ev for ev in backend.made if ev.device == "sim-compile"]
+        compiled = {h for ev in compilers for kind, h in ev.calls if kind == "compile"}
+        assert compiled == {config_hash(c) for c in [default, *others]}  # all compiled meanwhile
+        pipe.release_timing()
+        rest = [pipe.next_result(timeout=30) for _ in others]
+        assert sorted(r.candidate.config_hash for r in rest if r) == sorted(config_hash(c) for c in others)
+        assert all(r and r.started >= first.finished for r in rest)
+    finally:
+        pipe.close()

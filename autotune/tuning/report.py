@@ -75,6 +75,10 @@ class ShapeReport:
     stop_reason: str = ""
     stop_bound: float | None = None
     stop_noise: float | None = None
+    #: where the shape's ``wall_s`` went, on the orchestrator's clock (``ShapeSearch.time_split``): set-up
+    #: before the loop, the loop until the first measurement began, the devices measuring and idle in the
+    #: loop (per device), the strategy's own seconds in the loop, re-timing the finalists, closing the study
+    time_split: dict[str, float] = field(default_factory=dict)
 
     @property
     def within_noise(self) -> bool:

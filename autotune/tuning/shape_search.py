@@ -159,7 +159,9 @@ class ShapeSearch:
         with timeline.phase(
             f"{self.shape_key}: strategy {self.strategy_info.name} (history, model, imports)"
         ):
-            self.strategy = self._make_strategy(history or partial(load_history, store.history), listed)
+            self.strategy = _Timed(
+                self._make_strategy(history or partial(load_history, store.history), listed)
+            )
         self._reset(listed is None or (self.default is not None and self.default in listed))
 
     # -- set-up
@@ -262,6 +264,8 @@ class ShapeSearch:
         )
         self.best: TrialResult | None = None
         self.loop_s = 0.0
+        #: time.monotonic() where the run's phases began (``time_split``)
+        self.marks: dict[str, float] = {}
         self.finished = 0
         #: configs put forward (the default and warm starts first, then the strategy's proposals), and how
         #: many of those were known or in flight already
@@ -273,7 +277,10 @@ class ShapeSearch:
         self.timed = False
         self.pipeline.set_run_timeout(min(self.s.first_run_timeout_s, self.s.run_timeout_s))
         self.pipeline.accept()
+        self.pipeline.release_timing()  # a hold a cut-short shape left on
         self.cut = False  # the deadline passed and the candidates not yet timing were handed back
+        #: the default config runs and the others' timing waits for it (``Pipeline.hold_timing``)
+        self.holding = False
 
     def warm_start(self, configs: Iterable[dict[str, Any]]) -> None:
         """Configs evaluated first (after the default), before the strategy's proposals, e.g. the best
@@ -304,8 +311,10 @@ class ShapeSearch:
                     self.seed_from_store(writer)
                 if self.stopper is not None:
                     self._check_stop()  # a rerun whose stored results suffice measures nothing
+                self.marks["loop"] = time.monotonic()
                 with timeline.phase(f"{self.shape_key}: search loop"):
                     self.loop(writer)
+                self.marks["retime"] = time.monotonic()
                 self.report.stop_reason = self._stop_reason()  # before re-timing moves the clock on
                 with timeline.phase(f"{self.shape_key}: re-time the finalists"):
                     self.retime()
@@ -318,8 +327,10 @@ class ShapeSearch:
                 log.debug("releasing claims failed", exc_info=True)
             raise
         finally:
+            self.marks["close"] = time.monotonic()
             with timeline.phase(f"{self.shape_key}: close the Optuna study writer"):
                 writer.close(quiet=failed)
+            self.marks["finish"] = time.monotonic()
         with timeline.phase(f"{self.shape_key}: best row, report"):
             return self.finish()
 
@@ -401,11 +412,9 @@ class ShapeSearch:
         is never asked for more than the budget can still evaluate."""
         stale = 0
         while len(self.in_flight) < self._depth() and self._budget_left():
-            if self.default is not None and config_hash(self.default) in self.in_flight:
-                return  # the default goes alone: the others wait for its time (their run bound)
             want = min(self._depth() - len(self.in_flight), self._budget_left())
             if self.first and self.first[0] == self.default:
-                want = 1
+                want = 1  # the default goes alone (``_claim_and_submit`` holds the others' timing)
             batch, self.first = self.first[:want], self.first[want:]
             if len(batch) < want and not self.strategy.exhausted:
                 batch += self.strategy.propose(want - len(batch))
@@ -466,7 +475,14 @@ class ShapeSearch:
             if state is ClaimState.CLAIMED:
                 if not self.report.evaluations:
                     timeline.mark(f"{self.shape_key}: first candidate submitted")
-                self.in_flight[h] = Candidate(dict(config), h, self.shape)
+                # While the default config runs, the others compile but are timed after it: its time is
+                # their run bound (a hang must not cost the full one), and it is the speed-up's baseline.
+                # Compiling them meanwhile keeps the first batch's compile off the GPU's path.
+                if self.default is not None and h == config_hash(self.default):
+                    self.pipeline.hold_timing()
+                    self.holding = True
+                held = self.holding and h != config_hash(self.default or {})
+                self.in_flight[h] = Candidate(dict(config), h, self.shape, held=held)
                 self.started_at[h] = datetime.now(timezone.utc)
                 self.pipeline.submit(self.in_flight[h])
                 self.report.evaluations += 1
@@ -524,6 +540,13 @@ class ShapeSearch:
             self.report.evaluations -= 1
             self.strategy.tell(c.config, None)
         self.store.claims.release(self.owner, [c.config_hash for c in cands])
+        self._end_hold()
+
+    def _end_hold(self) -> None:
+        """Once the default config is out of the pipeline (stored or handed back), time the others."""
+        if self.holding and (self.default is None or config_hash(self.default) not in self.in_flight):
+            self.holding = False
+            self.pipeline.release_timing()
 
     def _store_outcomes(self, outs: list[Outcome], writer: StudySink) -> None:
         dropped = [o.candidate for o in outs if o.dropped]
@@ -560,6 +583,7 @@ class ShapeSearch:
             if self.on_event is not None:
                 event = TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)
                 self.on_event(event)
+        self._end_hold()  # after the default's time set the others' run bound
         if self.stopper is not None:
             self._check_stop()
 
@@ -645,9 +669,62 @@ class ShapeSearch:
         gaps = [g for st in self.pipeline.stats.values() for g in st.gaps() if g >= 0]
         if gaps:
             r.device_gap_s = (statistics.median(gaps), _p90(gaps))
+        r.time_split = self.time_split()
         for st in self.pipeline.stats.values():
             st.spans.clear()  # per shape
         return r
+
+    def time_split(self) -> dict[str, float]:
+        """Where this shape's seconds went (``ShapeReport.time_split``). The devices' figures are per device
+        and cover the loop only; ``strategy`` is inside ``loop_busy`` (the loop's own work), which overlaps
+        the devices' measuring."""
+        m, now = self.marks, time.monotonic()
+        loop, retime = m.get("loop", now), m.get("retime", now)
+        close, finish = m.get("close", now), m.get("finish", now)
+        per_device = [[sp for sp in st.spans if sp[0] < retime] for st in self.pipeline.stats.values()]
+        spans = [sp for sps in per_device for sp in sps]
+        idle = sum(
+            b[0] - a[1] for sps in per_device for a, b in zip(sps, sps[1:], strict=False) if b[0] > a[1]
+        )
+        n = max(1, len(per_device))
+        split = {
+            "setup": loop - self.started,
+            "to_first_measurement": (min(sp[0] for sp in spans) - loop) if spans else retime - loop,
+            "measuring": sum(b - a for a, b in spans) / n,
+            "device_idle": idle / n,
+            "loop_busy": self.loop_s,
+            "strategy": self.strategy.seconds,
+            "retime": close - retime,
+            "close_study": finish - close,
+            "finish": now - finish,
+        }
+        return {k: round(v, 3) for k, v in split.items()}
+
+
+class _Timed:
+    """A strategy whose own seconds (``propose`` and ``tell``) are counted for the report's time split."""
+
+    def __init__(self, strategy: Any):
+        self._s = strategy
+        self.seconds = 0.0
+
+    def propose(self, n: int) -> list[dict[str, Any]]:
+        t0 = time.monotonic()
+        try:
+            return self._s.propose(n)
+        finally:
+            self.seconds += time.monotonic() - t0
+
+    def tell(self, config: dict[str, Any], result: TrialResult | None) -> None:
+        t0 = time.monotonic()
+        try:
+            self._s.tell(config, result)
+        finally:
+            self.seconds += time.monotonic() - t0
+
+    @property
+    def exhausted(self) -> bool:
+        return self._s.exhausted
 
 
 def at_time(res: TrialResult, time_s: float | None) -> TrialResult:
