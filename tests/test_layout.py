@@ -343,3 +343,27 @@ def test_a_search_handed_to_a_service_imports_no_search_loop():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["[]"], proc.stdout
+
+
+@pytest.mark.parametrize("strategy", ["random", "auto"])
+def test_the_strategy_preload_imports_optuna_only_under_the_import_lock(strategy):
+    """The tuner's preload thread imports the strategy's modules, Optuna among them, while another thread
+    creates a new database's Optuna tables: every such import holds ``imports.LOCK`` (unlocked, the registry's
+    look-up raced the other and a search died with ``KeyError: 'optuna.study'``). While the lock is held
+    elsewhere, the preload imports nothing; released, it imports the strategy."""
+    code = (
+        "import sys, time\n"
+        "from autotune import imports\n"
+        "from autotune.tuning.tuner import _preload_strategy\n"
+        "assert 'optuna' not in sys.modules\n"
+        "with imports.LOCK:\n"
+        f"    t = _preload_strategy({strategy!r})\n"
+        "    time.sleep(1.0)\n"
+        "    during = 'optuna' in sys.modules\n"
+        "t.join(120)\n"
+        "print(during, 'optuna' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"], proc.stdout

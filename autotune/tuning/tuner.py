@@ -270,14 +270,19 @@ def _preload_strategy(name: str) -> threading.Thread:
 
     def load() -> None:
         with timeline.phase(f"preload strategy {name}'s modules (thread)"):
+            # Everything under the lock, the registry's look-up too: it imports the strategy's module and
+            # with it Optuna, while a new database's Optuna tables import Optuna on another thread (unlocked,
+            # an H100 search with --configs died with KeyError: 'optuna.study')
             try:
-                from autotune.search import strategy_info
+                with imports.LOCK:
+                    from autotune.search import strategy_info
 
-                info = strategy_info(name)
-                if info.wants_history:  # a model (auto's, or the exhaustive strategy's order) from the store
-                    import importlib
+                    info = strategy_info(name)
+                    if (
+                        info.wants_history
+                    ):  # a model (auto's, or the exhaustive strategy's order) from the store
+                        import importlib
 
-                    with imports.LOCK:  # a new database's Optuna tables import Optuna on another thread
                         for module in (
                             "autotune.search.auto",
                             "sklearn.ensemble",
