@@ -436,29 +436,34 @@ def test_compile_workers_of_a_long_lived_owner_warm_up_on_the_default_config(war
         assert ("compile", config_hash(default)) not in firsts
 
 
-def test_held_candidates_compile_at_once_and_are_timed_after_the_release():
-    """While the default config runs, the search submits the first batch ``held``: compiled at once, timed
-    only after ``release_timing`` (the default's time is their run bound). A held candidate that compiled
-    first still waits behind one that is not held."""
-    space = Space.from_dict(SPACE)
-    backend = SimulatedBackend(sim_info(space, {}), synthetic, compile_s=0.05, eval_s=0.001)
-    pipe = Pipeline(backend, ["sim:0"], compile_workers=2)
-    pipe.start()
-    default, others = {"A": 1, "B": 1, "C": "x"}, [{"A": 4, "B": 3, "C": "y"}, {"A": 2, "B": 2, "C": "y"}]
-    try:
-        pipe.hold_timing()
-        for c in others:  # submitted first: they compile first, yet are timed after the default
-            pipe.submit(Candidate(c, config_hash(c), {"N": 16}, held=True))
-        pipe.submit(Candidate(default, config_hash(default), {"N": 16}))
-        first = pipe.next_result(timeout=30)
-        assert first is not None and first.candidate.config == default
-        assert pipe.next_result(timeout=0.5) is None  # still held
-        compilers = [ev for ev in backend.made if ev.device == "sim-compile"]
-        compiled = {h for ev in compilers for kind, h in ev.calls if kind == "compile"}
-        assert compiled == {config_hash(c) for c in [default, *others]}  # all compiled meanwhile
-        pipe.release_timing()
-        rest = [pipe.next_result(timeout=30) for _ in others]
-        assert sorted(r.candidate.config_hash for r in rest if r) == sorted(config_hash(c) for c in others)
-        assert all(r and r.started >= first.finished for r in rest)
-    finally:
-        pipe.close()
+def test_the_report_splits_a_shapes_seconds(sqlite_url):
+    """``ShapeReport.time_split``: where the shape's wall seconds went. Its parts are disjoint spans of the
+    search (they add up to at most its ``wall_s``), the devices' measuring covers every simulated
+    measurement (each sleeps 2 ms), the strategy's seconds are part of the loop's own, and the split
+    survives the JSON round trip a handed-over search reads back."""
+    from autotune.tuning.report import report_dict, report_from_dict
+
+    tuner = sim_tuner(sqlite_url, 1, strategy="random", trials=12, compile_workers=2, seed=0)
+    with tuner:
+        tuner.start()
+        report = tuner.search_shape({"N": 8})
+    split = report.time_split
+    assert set(split) == {
+        "setup", "to_first_measurement", "measuring", "device_idle", "loop_busy", "strategy", "retime",
+        "close_study", "finish",
+    }  # fmt: skip
+    assert all(v >= 0 for v in split.values()), split
+    timed = sum(report.statuses[s] for s in ("ok", "wrong_result"))
+    assert timed >= 1 and split["measuring"] >= 0.9 * 0.002 * timed, split
+    disjoint = (
+        "setup",
+        "to_first_measurement",
+        "measuring",
+        "device_idle",
+        "retime",
+        "close_study",
+        "finish",
+    )
+    assert sum(split[k] for k in disjoint) <= report.wall_s + 0.01, (split, report.wall_s)
+    assert split["strategy"] <= split["loop_busy"] + 0.001, split
+    assert report_from_dict(report_dict(report)).time_split == split

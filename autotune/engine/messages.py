@@ -146,7 +146,4 @@ class Candidate:
     shape: dict[str, int]
     #: evaluations of this config so far in this process (a crash of an outside-killed worker retries once)
     attempt: int = 0
-    #: compiled at once, but timed only after the pipeline's hold is released (``Pipeline.hold_timing``):
-    #: the configs submitted while the default config runs, which waits for its time (their run bound)
-    held: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False)

@@ -77,10 +77,6 @@ class Pipeline:
         #: it started (a long-lived owner: ``autotune serve``). A process's first Triton compile costs
         #: ~0.5 s even from the disk cache; warm, a request's first candidate compiles in milliseconds
         self.warm_compilers = False
-        #: compiled candidates waiting for ``release_timing`` (``Candidate.held``), and whether the hold is on
-        self._held: list[Candidate] = []
-        self._holding = False
-        self._hold_lock = threading.Lock()
         #: the error a stage could not turn into a trial status: the stage's thread has ended, so this
         #: pipeline evaluates nothing more (its owner starts a new one: ``Tuner.broken``)
         self.failed: BaseException | None = None
@@ -161,41 +157,16 @@ class Pipeline:
             if options is not None:
                 options.run_bound_s = seconds
 
-    def hold_timing(self) -> None:
-        """From now on a ``held`` candidate waits, compiled, until ``release_timing``: the search compiles the
-        first batch while the default config is compiled and measured, and times it after the default."""
-        with self._hold_lock:
-            self._holding = True
-
-    def release_timing(self) -> None:
-        """Time the held candidates (in the order they compiled), and those held later at once."""
-        with self._hold_lock:
-            self._holding = False
-            held, self._held = self._held, []
-        for cand in held:
-            self._timing_q.put(cand)
-
-    def _to_timing(self, cand: Candidate) -> None:
-        with self._hold_lock:
-            if cand.held and self._holding:
-                self._held.append(cand)
-                return
-        self._timing_q.put(cand)
-
     def submit(self, candidate: Candidate) -> None:
         self.in_flight += 1
-        if self.compile_workers:
-            self._compile_q.put(candidate)
-        else:
-            self._to_timing(candidate)
+        (self._compile_q if self.compile_workers else self._timing_q).put(candidate)
 
     def drop_pending(self) -> list[Candidate]:
         """At a deadline: hand back every candidate that has not started timing. Those still queued are
         returned now; one compiling now, or taken by a timing worker in the meantime, comes back from
         ``next_result`` as a ``dropped`` outcome. Only evaluations already timing finish."""
         self._dropping.set()
-        with self._hold_lock:
-            dropped, self._held = self._held, []
+        dropped: list[Candidate] = []
         for q in (self._compile_q, self._timing_q):
             while True:
                 try:
@@ -257,7 +228,7 @@ class Pipeline:
             if res.status is TrialStatus.OK and self._dropping.is_set():
                 self._dropped(cand)
             elif res.status is TrialStatus.OK:
-                self._to_timing(cand)
+                self._timing_q.put(cand)
             elif is_worker_death(res) and cand.attempt == 0 and not self._stopping.is_set():
                 self._compile_q.put(replace(cand, attempt=1))
             else:

@@ -288,10 +288,6 @@ def _start_warm_up(send: _Sender, device: str) -> threading.Thread:
         except Exception as exc:  # the first measurement meets the same problem and reports it as its status
             msg = Warm(time.time() - t0, _short_error(exc, 500))
         timeline.span("warm-up: flush buffer, the profiler's first session (bench.warm_up)", t0, time.time())
-        if device.startswith("cuda") and "triton" in sys.modules and msg.error is None:
-            t1 = time.time()
-            _warm_triton()
-            timeline.span("warm-up: a first Triton launch", t1, time.time())
         try:
             send(msg)
         except OSError:  # the parent went away
@@ -300,27 +296,6 @@ def _start_warm_up(send: _Sender, device: str) -> threading.Thread:
     thread = threading.Thread(target=run, daemon=True, name="autotune-warm-up")
     thread.start()
     return thread
-
-
-def _warm_triton() -> None:
-    """One launch of a one-store Triton kernel. A process's first Triton launch cost ~0.5 s on the H100 (the
-    driver's utilities loaded, the launch path built): paid here, while the compile pool compiles the first
-    configs, instead of in the first measurement. Only when the kernel file imported Triton; a failure is
-    only logged (the first measurement meets any real problem and reports it as its status)."""
-    try:
-        import torch
-        import triton
-        import triton.language as tl
-
-        @triton.jit
-        def _autotune_warm_up(x):
-            tl.store(x, 1.0)
-
-        x = torch.zeros(1, device="cuda")
-        _autotune_warm_up[(1,)](x)
-        torch.cuda.synchronize()
-    except Exception:
-        log.debug("the Triton warm-up launch failed", exc_info=True)
 
 
 #: jobs per worker process shown in the start-up timeline (the first ones are the start-up's)

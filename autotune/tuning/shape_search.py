@@ -277,10 +277,7 @@ class ShapeSearch:
         self.timed = False
         self.pipeline.set_run_timeout(min(self.s.first_run_timeout_s, self.s.run_timeout_s))
         self.pipeline.accept()
-        self.pipeline.release_timing()  # a hold a cut-short shape left on
         self.cut = False  # the deadline passed and the candidates not yet timing were handed back
-        #: the default config runs and the others' timing waits for it (``Pipeline.hold_timing``)
-        self.holding = False
 
     def warm_start(self, configs: Iterable[dict[str, Any]]) -> None:
         """Configs evaluated first (after the default), before the strategy's proposals, e.g. the best
@@ -412,9 +409,11 @@ class ShapeSearch:
         is never asked for more than the budget can still evaluate."""
         stale = 0
         while len(self.in_flight) < self._depth() and self._budget_left():
+            if self.default is not None and config_hash(self.default) in self.in_flight:
+                return  # the default goes alone: the others wait for its time (their run bound)
             want = min(self._depth() - len(self.in_flight), self._budget_left())
             if self.first and self.first[0] == self.default:
-                want = 1  # the default goes alone (``_claim_and_submit`` holds the others' timing)
+                want = 1
             batch, self.first = self.first[:want], self.first[want:]
             if len(batch) < want and not self.strategy.exhausted:
                 batch += self.strategy.propose(want - len(batch))
@@ -475,14 +474,7 @@ class ShapeSearch:
             if state is ClaimState.CLAIMED:
                 if not self.report.evaluations:
                     timeline.mark(f"{self.shape_key}: first candidate submitted")
-                # While the default config runs, the others compile but are timed after it: its time is
-                # their run bound (a hang must not cost the full one), and it is the speed-up's baseline.
-                # Compiling them meanwhile keeps the first batch's compile off the GPU's path.
-                if self.default is not None and h == config_hash(self.default):
-                    self.pipeline.hold_timing()
-                    self.holding = True
-                held = self.holding and h != config_hash(self.default or {})
-                self.in_flight[h] = Candidate(dict(config), h, self.shape, held=held)
+                self.in_flight[h] = Candidate(dict(config), h, self.shape)
                 self.started_at[h] = datetime.now(timezone.utc)
                 self.pipeline.submit(self.in_flight[h])
                 self.report.evaluations += 1
@@ -540,13 +532,6 @@ class ShapeSearch:
             self.report.evaluations -= 1
             self.strategy.tell(c.config, None)
         self.store.claims.release(self.owner, [c.config_hash for c in cands])
-        self._end_hold()
-
-    def _end_hold(self) -> None:
-        """Once the default config is out of the pipeline (stored or handed back), time the others."""
-        if self.holding and (self.default is None or config_hash(self.default) not in self.in_flight):
-            self.holding = False
-            self.pipeline.release_timing()
 
     def _store_outcomes(self, outs: list[Outcome], writer: StudySink) -> None:
         dropped = [o.candidate for o in outs if o.dropped]
@@ -583,7 +568,6 @@ class ShapeSearch:
             if self.on_event is not None:
                 event = TrialEvent(dict(self.shape), res, False, self.finished, self.report.budget, self.best)
                 self.on_event(event)
-        self._end_hold()  # after the default's time set the others' run bound
         if self.stopper is not None:
             self._check_stop()
 
@@ -645,7 +629,6 @@ class ShapeSearch:
 
     def finish(self) -> ShapeReport:
         r = self.report
-        r.wall_s = time.monotonic() - self.started
         r.stop_reason = r.stop_reason or self._stop_reason()
         if self.stopper is not None:
             r.stop_bound, r.stop_noise = self.stopper.bound, self.stopper.noise
@@ -669,16 +652,18 @@ class ShapeSearch:
         gaps = [g for st in self.pipeline.stats.values() for g in st.gaps() if g >= 0]
         if gaps:
             r.device_gap_s = (statistics.median(gaps), _p90(gaps))
-        r.time_split = self.time_split()
+        end = time.monotonic()  # the shape's seconds, the best row and report included
+        r.wall_s = end - self.started
+        r.time_split = self.time_split(end)
         for st in self.pipeline.stats.values():
             st.spans.clear()  # per shape
         return r
 
-    def time_split(self) -> dict[str, float]:
+    def time_split(self, now: float) -> dict[str, float]:
         """Where this shape's seconds went (``ShapeReport.time_split``). The devices' figures are per device
         and cover the loop only; ``strategy`` is inside ``loop_busy`` (the loop's own work), which overlaps
         the devices' measuring."""
-        m, now = self.marks, time.monotonic()
+        m = self.marks
         loop, retime = m.get("loop", now), m.get("retime", now)
         close, finish = m.get("close", now), m.get("finish", now)
         per_device = [[sp for sp in st.spans if sp[0] < retime] for st in self.pipeline.stats.values()]
