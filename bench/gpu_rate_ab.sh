@@ -34,4 +34,4 @@ for v in ("new", "base"):
         if k.startswith(v + "_auto") and f"{v}_exh" in rate:
             print(f"{k}: {100 * rate[k] / rate[v + '_exh']:.0f} % of {v}'s exhaustive rate")
 PY
-tar czf /tmp/ab.tgz --exclude='*.db' -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/ab.tgz "$OUT/ab.tgz" && cp /tmp/ab_s.txt "$OUT/" 2>/dev/null; true
+tar czf /tmp/ab.tgz --exclude='*.db' -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/ab.tgz "$OUT/ab.tgz"

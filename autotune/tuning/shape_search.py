@@ -33,6 +33,7 @@ from autotune import timeline
 from autotune.engine import Candidate, Outcome, Pipeline, WorkerInfo
 from autotune.engine.faults import label as fault_label
 from autotune.engine.leases import LeaseKeeper
+from autotune.engine.pipeline import DeviceStats
 from autotune.errors import SettingsError, SpaceError
 from autotune.search import StrategyContext, StrategyInfo, choose_strategy, stopping
 from autotune.search.base import MAX_STALE, FeatureFn, HistoryPoint, load_history
@@ -666,11 +667,13 @@ class ShapeSearch:
         m = self.marks
         loop, retime = m.get("loop", now), m.get("retime", now)
         close, finish = m.get("close", now), m.get("finish", now)
-        per_device = [[sp for sp in st.spans if sp[0] < retime] for st in self.pipeline.stats.values()]
-        spans = [sp for sps in per_device for sp in sps]
-        idle = sum(
-            b[0] - a[1] for sps in per_device for a, b in zip(sps, sps[1:], strict=False) if b[0] > a[1]
-        )
+        # the loop's measurements only (the finalists' re-timings come after it)
+        per_device = [
+            DeviceStats(st.device, [sp for sp in st.spans if sp[0] < retime])
+            for st in self.pipeline.stats.values()
+        ]
+        spans = [sp for st in per_device for sp in st.spans]
+        idle = sum(g for st in per_device for g in st.gaps() if g > 0)
         n = max(1, len(per_device))
         split = {
             "setup": loop - self.started,

@@ -278,9 +278,8 @@ def _preload_strategy(name: str) -> threading.Thread:
                     from autotune.search import strategy_info
 
                     info = strategy_info(name)
-                    if (
-                        info.wants_history
-                    ):  # a model (auto's, or the exhaustive strategy's order) from the store
+                    # a model (auto's, or the exhaustive strategy's order) from the store
+                    if info.wants_history:
                         import importlib
 
                         for module in (
