@@ -397,16 +397,20 @@ def bench_kineto_detailed(
     flush_bytes: int | None = None,
     device: str | None = None,
     devices: Sequence[int] | None = None,
+    warm_up_calls: int | None = None,
 ) -> BenchResult:
     """Time the kernels named by ``kernel_names`` (substrings) when ``fn()`` runs, with full statistics.
 
     ``device`` is "cuda" (default when available) or "cpu"; ``devices`` the CUDA device indices whose L2
-    is flushed (default: those the pre-warm call launched kernels on)."""
+    is flushed (default: those the pre-warm call launched kernels on); ``warm_up_calls`` the unrecorded calls
+    before the timed ones (default: ``_Window.warm_up_calls``, the seed recipe's whole round on a GPU)."""
     names = (kernel_names,) if isinstance(kernel_names, str) else tuple(kernel_names)
     if not names or not all(isinstance(n, str) and n for n in names):
         raise BenchError("kernel_names must be a non-empty string or a tuple of non-empty strings")
     if num_tests < 1:
         raise BenchError(f"num_tests must be at least 1 (got {num_tests})")
+    if warm_up_calls is not None and warm_up_calls < 0:
+        raise BenchError(f"warm_up_calls must be at least 0 (got {warm_up_calls})")
     dev = _resolve_device(device)
     if nvidia_tools_active():
         ones = {n: KernelStats(n, (), (1.0,), 1.0) for n in names}
@@ -427,7 +431,7 @@ def bench_kineto_detailed(
     excluded = (
         _excluded_names(dev, flusher, barrier is not None, suppress_kineto_output) if flusher else frozenset()
     )
-    window = _Window(fn, dev, devices, flusher, barrier, num_tests, names, excluded)
+    window = _Window(fn, dev, devices, flusher, barrier, num_tests, names, excluded, warm_up_calls)
     with _suppress_output(suppress_kineto_output):
         events, seen = window.measure(trace_path)
     if not seen:
@@ -473,12 +477,17 @@ class _Window:
     num_tests: int
     names: tuple[str, ...]
     excluded: frozenset[str]
+    #: the caller's count (None: the default below)
+    warm_calls: int | None = None
 
     @property
     def warm_up_calls(self) -> int:
         """On a GPU a whole round, as the seed recipe: CUPTI's start-up and the clocks' ramp stay out of the
-        window. The CPU has neither, the pre-warm call took the kernel's first-call costs, and a round there
-        was half of every measurement's time (each call after a flush of the last-level cache)."""
+        window (a timing worker that measured a moment ago asks fewer: ``settings.WarmUp``). The CPU has
+        neither, the pre-warm call took the kernel's first-call costs, and a round there was half of every
+        measurement's time (each call after a flush of the last-level cache)."""
+        if self.warm_calls is not None:
+            return self.warm_calls
         return self.num_tests if self.dev == "cuda" else min(self.num_tests, _CPU_WARM_UP_CALLS)
 
     def warm_up(self) -> None:

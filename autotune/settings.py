@@ -56,6 +56,8 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_THROTTLE_THRESHOLD": "a measurement whose lowest SM clock is below this share of the GPU's maximum is re-taken (default 0.75, as nvbench's --throttle-threshold)",
     "AUTOTUNE_THROTTLE_RECOVERY": "seconds to wait before re-taking a throttled measurement (default 0.05)",
     "AUTOTUNE_THROTTLE_RETAKES": "times a throttled measurement is re-taken before it is stored flagged throttled (default 3)",
+    "AUTOTUNE_WARM_CALLS": "unrecorded calls before a GPU measurement's timed ones when the timing worker measured within AUTOTUNE_WARM_WITHIN seconds (default 5; 0 = always as many as timed, the seed recipe's round)",
+    "AUTOTUNE_WARM_WITHIN": "seconds after a timing worker's last measurement that its GPU counts as warm (default 1)",
     "AUTOTUNE_USE_NVIDIA_TOOLS": "1 under Nsight/Compute Sanitizer: the bench returns placeholders",
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
@@ -160,6 +162,31 @@ def flush_bytes() -> int | None:
         return int(value)
 
     return _read("AUTOTUNE_FLUSH_BYTES", None, parse, lenient=False)
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """How many unrecorded calls precede a GPU measurement's timed ones (``bench.bench_kineto_detailed``).
+
+    The seed recipe's whole round (as many as timed) is there for the GPU's state: CUPTI's start-up and the
+    clocks' ramp after idle. A timing worker that measured a moment ago has that state already, and on an
+    H100 the round was 9 of a measurement's 21 ms (gemm_fp8, mean kernel 121 us; bench/RESULTS.md section 24):
+    then a short warm-up does, and the clocks watch (``throttle``) still re-takes a measurement on a low clock."""
+
+    #: calls before the timed ones when the GPU is warm (0: always the whole round)
+    calls: int = 5
+    #: the GPU counts as warm this long after the process's last measurement ended (seconds)
+    within_s: float = 1.0
+
+
+def warm_up() -> WarmUp:
+    """``AUTOTUNE_WARM_CALLS`` (>= 0; 0 keeps the seed recipe's whole round) and ``AUTOTUNE_WARM_WITHIN``
+    (seconds)."""
+    default = WarmUp()
+    return WarmUp(
+        env_int("AUTOTUNE_WARM_CALLS", default.calls, minimum=0),
+        env_float("AUTOTUNE_WARM_WITHIN", default.within_s),
+    )
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,24 @@ def test_bad_arguments():
         run(two_ranges, "alpha_kernel", device="tpu")
 
 
+@pytest.mark.parametrize("warm", [None, 0, 1, 4])
+def test_the_warm_up_calls_are_the_callers_and_stay_out_of_the_window(warm):
+    calls = []
+
+    def fn():
+        calls.append(1)
+        two_ranges()
+
+    res = bench_kineto_detailed(
+        fn, "alpha_kernel", num_tests=5, device="cpu", suppress_kineto_output=True, warm_up_calls=warm
+    )
+    expected_warm = bench._CPU_WARM_UP_CALLS if warm is None else warm
+    assert len(calls) == 1 + expected_warm + 5  # the pre-warm call, the warm-up, the window
+    assert res.kernels["alpha_kernel"].launches_per_call == 1.0  # only the window's calls are counted
+    with pytest.raises(BenchError, match="warm_up_calls"):
+        bench_kineto_detailed(fn, "alpha_kernel", num_tests=5, device="cpu", warm_up_calls=-1)
+
+
 def test_kineto_output_is_suppressed():
     code = textwrap.dedent(
         """

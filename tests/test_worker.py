@@ -231,3 +231,54 @@ def test_a_cpu_timing_worker_runs_one_thread_unless_omp_num_threads_says(tmp_pat
         w.start()
         res = w.evaluate({"X": 1}, {"N": 4})
     assert res.status is TrialStatus.COMPILE_FAILED and f"threads={omp or 1}" in (res.error or ""), res.error
+
+
+def test_a_warm_gpu_gets_a_short_warm_up_and_a_cold_one_the_whole_round(monkeypatch):
+    """The seed recipe's whole warm-up round is for a GPU's state after idle (CUPTI, the clocks' ramp): a
+    timing worker that measured a moment ago asks the bench for a short one (settings.WarmUp)."""
+    import time
+
+    from autotune.engine.worker import _Evaluation
+    from autotune.errors import SettingsError
+    from autotune.settings import WarmUp
+
+    monkeypatch.delenv("AUTOTUNE_WARM_CALLS", raising=False)
+    monkeypatch.delenv("AUTOTUNE_WARM_WITHIN", raising=False)
+    gpu = _Evaluation(None, "cuda:0")  # the decision only: nothing here touches CUDA
+    assert gpu._warm_up_calls() is None  # the process's first measurement: the whole round
+    gpu._measured_at = time.monotonic()
+    assert gpu._warm_up_calls() == WarmUp().calls > 0
+    monkeypatch.setenv("AUTOTUNE_WARM_CALLS", "2")
+    assert gpu._warm_up_calls() == 2
+    monkeypatch.setenv("AUTOTUNE_WARM_CALLS", "0")  # 0: always the whole round
+    assert gpu._warm_up_calls() is None
+    monkeypatch.setenv("AUTOTUNE_WARM_CALLS", "2")
+    gpu._measured_at = time.monotonic() - 2 * WarmUp().within_s  # idle since: cold again
+    assert gpu._warm_up_calls() is None
+    monkeypatch.setenv("AUTOTUNE_WARM_WITHIN", str(4 * WarmUp().within_s))
+    assert gpu._warm_up_calls() == 2
+    cpu = _Evaluation(None, "cpu")
+    cpu._measured_at = time.monotonic()
+    assert cpu._warm_up_calls() is None  # the CPU bench keeps its own few calls
+    monkeypatch.setenv("AUTOTUNE_WARM_CALLS", "-1")
+    with pytest.raises(SettingsError, match="AUTOTUNE_WARM_CALLS"):
+        gpu._warm_up_calls()
+
+
+def test_a_measurement_marks_when_the_process_last_measured():
+    from autotune.engine.messages import Job
+    from autotune.engine.worker import _Evaluation, _load
+    from autotune.trial import TrialResult
+
+    example = str(Path(__file__).parents[1] / "examples" / "matmul_cpu.py")
+    loaded, info = _load(example, "cpu")
+    ev = _Evaluation(loaded, info.device)
+    shape = {"M": 32, "N": 32, "K": 32}
+    ev.prepare(shape)
+    config = dict(info.meta.default_config)
+    job = Job("eval", config, shape, 2)
+    assert ev._measured_at is None
+    launcher, result = ev.compile(job, TrialResult(TrialStatus.OK, config))
+    done = ev.run(job, launcher, result)
+    assert done.status is TrialStatus.OK and done.time_s > 0
+    assert ev._measured_at is not None

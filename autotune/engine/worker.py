@@ -131,6 +131,8 @@ class _Evaluation:
         self._clocks: Any = False
         #: a fault left the CUDA context unusable: this process compiles and times nothing more
         self.poisoned = False
+        #: when this process's last measurement ended (``time.monotonic``; None: none yet)
+        self._measured_at: float | None = None
 
     def _failed(self, exc: BaseException, phase: str, result: TrialResult) -> TrialResult:
         fault = faults.classify(exc, phase)
@@ -182,6 +184,15 @@ class _Evaluation:
             return None, replace(failed, compile_s=time.perf_counter() - t0)
         return launcher, replace(result, compile_s=time.perf_counter() - t0)
 
+    def _warm_up_calls(self) -> int | None:
+        """The warm-up calls of the next measurement: a short one (``settings.WarmUp``) on a GPU this process
+        measured on a moment ago, else None (the bench's whole round)."""
+        from autotune.settings import warm_up
+
+        w = warm_up()
+        recent = self._measured_at is not None and time.monotonic() - self._measured_at <= w.within_s
+        return w.calls if self.cuda and w.calls and recent else None
+
     def timed(self, take: Any) -> Any:
         """``take()`` (a bench call) under the GPU's clock watch: (its result, its ``Clocks`` or None); a
         measurement on a throttled clock is re-taken (``autotune.clocks.measure``)."""
@@ -200,6 +211,7 @@ class _Evaluation:
         ``send`` tells the parent when the first call returned (``Checked``)."""
         from autotune.bench import bench_kineto_detailed
 
+        warm_calls = self._warm_up_calls()
         try:
             out = launcher()
             self._sync()
@@ -216,10 +228,13 @@ class _Evaluation:
                     num_tests=job.num_tests,
                     suppress_kineto_output=True,
                     device="cuda" if self.cuda else "cpu",
+                    warm_up_calls=warm_calls,
                 )
             )
         except Exception as exc:
             return self._failed(exc, "run", result)
+        finally:
+            self._measured_at = time.monotonic()
         if clocks is not None:
             result = replace(result, **clocks.fields())
         stats = bench.kernels.values()
