@@ -6,12 +6,7 @@
 # (3) SIDE=1: the @triton.autotune side by side (bench/gpu_engine.sh section b), ours both ways.
 # Run on the GPU host from the repo root, wheels from ../shared/gpu/wheelhouse.sh in .whl/.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -1
-python3 -m compileall -q -j 8 /tmp/site autotune > /dev/null 2>&1
-export PYTHONPATH=/tmp/site:$PWD
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+. bench/gpu_env.sh
 S="$OUT/summary.txt"; : > "$S"
 now() { python3 -c "import time; print(time.time())"; }
 since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 2))" "$1"; }
