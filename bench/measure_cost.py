@@ -17,6 +17,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import statistics
 import sys
@@ -30,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autotune import bench, clocks  # noqa: E402
 from autotune.engine import worker  # noqa: E402
 from autotune.engine.messages import Job  # noqa: E402
+from autotune.shapes import parse_shape  # noqa: E402
 from autotune.trial import TrialResult, TrialStatus  # noqa: E402
 
 SPENT: dict[str, float] = defaultdict(float)
 
 
-@contextmanager
 def wrapped(owner, name: str, label: str):
     """``owner.name`` timed into SPENT[label] while inside."""
     orig = getattr(owner, name)
@@ -47,15 +48,7 @@ def wrapped(owner, name: str, label: str):
         finally:
             SPENT[label] += time.perf_counter() - t0
 
-    setattr(owner, name, timed)
-    try:
-        yield
-    finally:
-        setattr(owner, name, orig)
-
-
-def parse_shape(text: str) -> dict[str, int]:
-    return {k: int(v) for k, v in (p.split("=") for p in text.split(","))}
+    return replaced(owner, name, timed)
 
 
 def one_pass(ev, configs, shape, num_tests: int) -> tuple[list[dict], dict[str, float]]:
@@ -96,57 +89,41 @@ def one_pass(ev, configs, shape, num_tests: int) -> tuple[list[dict], dict[str, 
     return rows, {k: v / n * 1e3 for k, v in SPENT.items()}
 
 
-def variant(name: str):
-    """A context that changes the bench for a variant."""
-    if name == "base":
-        return contextmanager(lambda: (yield))()
-    if name == "full_warmup":  # the seed recipe's whole warm-up round before every measurement
-
-        @contextmanager
-        def full():
-            import os
-
-            os.environ["AUTOTUNE_WARM_CALLS"] = "0"
-            try:
-                yield
-            finally:
-                del os.environ["AUTOTUNE_WARM_CALLS"]
-
-        return full()
-    if name == "no_clocks":
-
-        @contextmanager
-        def c():
-            orig = worker._Evaluation.timed
-            worker._Evaluation.timed = lambda self, take: (take(), None)
-            try:
-                yield
-            finally:
-                worker._Evaluation.timed = orig
-
-        return c()
-    if name == "no_trim":
-        return wrapped_replace(bench, "_release_heap", lambda: None)
-    if name == "flush_nosync":
-
-        def call(self):
-            for buf in self.buffers:
-                buf.zero_()
-
-        return wrapped_replace(bench._Flusher, "__call__", call)
-    if name.startswith("tests"):
-        return contextmanager(lambda: (yield))()
-    raise SystemExit(f"unknown variant {name}")
-
-
 @contextmanager
-def wrapped_replace(owner, attr, new):
-    orig = getattr(owner, attr)
-    setattr(owner, attr, new)
+def replaced(owner, attr, new):
+    """``owner.attr`` is ``new`` while inside (``os.environ`` items too)."""
+    is_map = isinstance(owner, dict) or owner is os.environ
+    orig = owner.get(attr) if is_map else getattr(owner, attr)
+    owner.__setitem__(attr, new) if is_map else setattr(owner, attr, new)
     try:
         yield
     finally:
-        setattr(owner, attr, orig)
+        if not is_map:
+            setattr(owner, attr, orig)
+        elif orig is None:
+            owner.pop(attr, None)
+        else:
+            owner[attr] = orig
+
+
+def _flush_nosync(self) -> None:
+    for buf in self.buffers:
+        buf.zero_()
+
+
+def variant(name: str):
+    """A context that changes the bench for a variant."""
+    if name == "base" or name.startswith("tests"):  # testsN: only the timed calls' count differs
+        return contextmanager(lambda: (yield))()
+    if name == "full_warmup":  # the seed recipe's whole warm-up round before every measurement
+        return replaced(os.environ, "AUTOTUNE_WARM_CALLS", "0")
+    if name == "no_clocks":
+        return replaced(worker._Evaluation, "timed", lambda self, take: (take(), None))
+    if name == "no_trim":
+        return replaced(bench, "_release_heap", lambda: None)
+    if name == "flush_nosync":
+        return replaced(bench._Flusher, "__call__", _flush_nosync)
+    raise SystemExit(f"unknown variant {name}")
 
 
 def main() -> None:
