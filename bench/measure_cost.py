@@ -173,7 +173,9 @@ def main() -> None:
             ratio = statistics.median(times[k] / base_times[k] for k in common) if common else None
             worst = max((abs(times[k] / base_times[k] - 1) for k in common), default=None)
         kernel_ms = statistics.mean(r["time_s"] for r in rows if r["time_s"]) * 1e3
-        report["variants"][name] = {
+        # a variant run twice keeps both passes: "base", "base#2", ...
+        seen = sum(k.split("#")[0] == name for k in report["variants"])
+        report["variants"][f"{name}#{seen + 1}" if seen else name] = {
             "rows": rows,
             "parts_ms": parts,
             "mean_kernel_ms": kernel_ms,
