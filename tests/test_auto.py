@@ -86,6 +86,35 @@ def test_ordinal_parameters_are_ordered_and_snapped():
             st.tell(cfg, shifting(cfg, {"N": 16}))
 
 
+def test_tpe_proposes_over_categories_and_the_database_study_keeps_numbers(sqlite_url):
+    """TPE's in-memory study sees every parameter as categorical (a numeric Parzen estimator spreads a good
+    value's weight onto neighbours a GPU landscape often punishes: RESULTS section 25); ``random`` and the
+    database study (optuna-dashboard) keep the ordinal view, numbers on a log scale for pow2 choices."""
+    space = Space.from_dict(SPACE)
+    ctx = StrategyContext(space, FACTS, 0, None)
+    tpe, rnd = make_strategy("tpe", ctx), make_strategy("random", ctx)
+    for st in (tpe, rnd):
+        for _ in range(4):
+            for cfg in st.propose(3):
+                assert all(cfg[q.name] in q.choices for q in space.params)
+                st.tell(cfg, shifting(cfg, {"N": 16}))
+    kinds = {type(d) for t in tpe.study.trials for d in t.distributions.values()}
+    assert kinds == {optuna.distributions.CategoricalDistribution}
+    assert tpe.study.trials[0].distributions["B"].choices == (1, 2, 4, 8)
+    assert rnd.study.trials[0].distributions["B"] == optuna.distributions.IntDistribution(1, 8, log=True)
+    settings = SearchSettings(
+        devices="sim:0", strategy="tpe", trials=12, seed=0, compile_workers=0, retime_top=0
+    )
+    backend = SimulatedBackend(sim_info(space, {"A": 1, "B": 1, "C": "x"}), shifting)
+    with Tuner("sim", Store(sqlite_url), settings, backend=backend) as tuner:
+        tuner.store.schema.upgrade()
+        tuner.start()
+        report = tuner.search_shape({"N": 16})
+    study = optuna.load_study(study_name=report.study_name, storage=sqlite_url)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) >= 10 and all(t.distributions["B"] == distribution(space.params[1]) for t in done)
+
+
 def test_repeats_and_failures_are_never_told_as_times():
     space = Space.from_dict(SPACE)
     st = OptunaStrategy(StrategyContext(space, FACTS, 0, None), tpe_sampler(0))

@@ -2,9 +2,10 @@
 
 - A parameter whose choices are all numbers (not bools), three or more of them, is **ordinal**: Optuna sees
   an ``IntDistribution``/``FloatDistribution`` over their range, on a log scale when the choices are
-  positive and grow geometrically (``pow2``: 16 < 32 < 64), so that TPE's kernels spread over neighbours;
-  a sampled value is snapped to the nearest choice (on the same scale). Two choices or other types stay
-  categorical.
+  positive and grow geometrically (``pow2``: 16 < 32 < 64); a sampled value is snapped to the nearest choice
+  (on the same scale). Two choices or other types stay categorical. This is the database study's view and
+  the random sampler's; TPE proposes over categories (``optuna_strategy``: its kernels spread over numeric
+  neighbours that GPU landscapes often punish).
 - ``Encoder`` turns configs (and shapes) into feature rows for the ``auto`` strategy's models: an ordinal
   parameter is one column (log2 of the value on a log scale), a bool 0/1, a categorical one column per
   choice; an inactive parameter is NaN (the tree model handles it; the GP sees a constant)."""

@@ -3,7 +3,12 @@ round trip per trial. The study is rebuilt from our trials table at start (every
 whoever measured it) and written to the database study in batches by ``StudyWriter``.
 
 - Parameters: ordinal ones (numbers, 3+ choices) are Optuna int/float distributions, on a log scale for
-  ``pow2``-like choices, snapped to the nearest choice (``search.encoding``); the rest categorical.
+  ``pow2``-like choices, snapped to the nearest choice (``search.encoding``); the rest categorical. That is
+  the database study's view (optuna-dashboard plots numbers) and the random sampler's. TPE proposes over
+  every parameter as categorical (``ordinal=False``): a Parzen estimator over numbers spreads a good value's
+  weight onto its numeric neighbours, and on GPU landscapes a neighbour is often far worse (a tile of 3
+  between 2 and 4; shared memory on or off changes which block sizes win). Replayed on the peer convolution
+  landscapes it was 3-9x off where the categorical view is 12-93 % (bench/RESULTS.md section 25).
 - Batches: several ``ask`` calls before any ``tell``; TPE's ``constant_liar`` treats the pending ones as
   bad so a batch spreads out.
 - Invalid and failed configs are told PRUNED with ``autotune_status`` and the reason, never as a fake time
@@ -76,14 +81,22 @@ def frozen_trial(
 
 
 class OptunaStrategy:
-    def __init__(self, ctx: StrategyContext, sampler: optuna.samplers.BaseSampler):
+    def __init__(
+        self, ctx: StrategyContext, sampler: optuna.samplers.BaseSampler, *, ordinal_view: bool = True
+    ):
+        """``ordinal_view``: the sampler sees ordinal parameters as numbers (False: every parameter categorical;
+        the in-memory study only, the database study keeps ``distributions``)."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.ctx = ctx
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
-        self._dists = distributions(ctx.space)
-        self._ordinals: dict[str, Ordinal] = {
-            p.name: o for p in ctx.space.params if (o := ordinal(p)) is not None
-        }
+        self._ordinals: dict[str, Ordinal] = (
+            {p.name: o for p in ctx.space.params if (o := ordinal(p)) is not None} if ordinal_view else {}
+        )
+        self._dists = (
+            distributions(ctx.space)
+            if ordinal_view
+            else {p.name: CategoricalDistribution(list(p.choices)) for p in ctx.space.params}
+        )
         self._pending: dict[str, list[optuna.trial.Trial]] = {}
         #: configs already told with a result: a later proposal of one is a repeat
         self._told: set[str] = set()
@@ -166,7 +179,7 @@ class OptunaStrategy:
 
 
 def _tpe(ctx: StrategyContext) -> Strategy:
-    return OptunaStrategy(ctx, tpe_sampler(ctx.seed))
+    return OptunaStrategy(ctx, tpe_sampler(ctx.seed), ordinal_view=False)
 
 
 def _random(ctx: StrategyContext) -> Strategy:
