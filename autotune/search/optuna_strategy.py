@@ -5,7 +5,7 @@ whoever measured it) and written to the database study in batches by ``StudyWrit
 - Parameters: ordinal ones (numbers, 3+ choices) are Optuna int/float distributions, on a log scale for
   ``pow2``-like choices, snapped to the nearest choice (``search.encoding``); the rest categorical. That is
   the database study's view (optuna-dashboard plots numbers) and the random sampler's. TPE proposes over
-  every parameter as categorical (``ordinal=False``): a Parzen estimator over numbers spreads a good value's
+  every parameter as categorical (``ordinal_view=False``): a Parzen estimator over numbers spreads a good value's
   weight onto its numeric neighbours, and on GPU landscapes a neighbour is often far worse (a tile of 3
   between 2 and 4; shared memory on or off changes which block sizes win). Replayed on the peer convolution
   landscapes it was 3-9x off where the categorical view is 12-93 % (bench/RESULTS.md section 25).
@@ -89,14 +89,12 @@ class OptunaStrategy:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.ctx = ctx
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
-        self._ordinals: dict[str, Ordinal] = (
-            {p.name: o for p in ctx.space.params if (o := ordinal(p)) is not None} if ordinal_view else {}
-        )
-        self._dists = (
-            distributions(ctx.space)
-            if ordinal_view
-            else {p.name: CategoricalDistribution(list(p.choices)) for p in ctx.space.params}
-        )
+        self._ordinals: dict[str, Ordinal] = {}
+        if ordinal_view:
+            self._ordinals = {p.name: o for p in ctx.space.params if (o := ordinal(p)) is not None}
+            self._dists = distributions(ctx.space)
+        else:  # every parameter a category (the module docstring says why)
+            self._dists = {p.name: CategoricalDistribution(list(p.choices)) for p in ctx.space.params}
         self._pending: dict[str, list[optuna.trial.Trial]] = {}
         #: configs already told with a result: a later proposal of one is a repeat
         self._told: set[str] = set()
