@@ -7,7 +7,8 @@
 # Run from the repo root on the GPU host, wheels in .whl/ (see HELPERS.md / shared/gpu/README.md). Writes $OUT/stop/.
 #   SHAPES=128x2112x7168,4096x2112x7168 SEEDS="0 1" bash bench/gpu_stop.sh
 # KERNEL=examples/gemm_fp8.py (with REFERENCE=measure) runs today's kernel instead; STORES="empty" leaves the
-# history runs out (the preloaded landscapes are the wave-2 kernel's).
+# history runs out (the preloaded landscapes are the wave-2 kernel's). NAME is the kernel's name in the database
+# (gemm_fp8 unless KERNEL is another kernel: KERNEL=bench/kernels/matmul_fp16.py NAME=matmul_fp16).
 # REFERENCE=measure sweeps each shape exhaustively on this GPU first (the stored reference is the H200's: on any
 # other GPU the regret needs this GPU's own landscape) and writes it under $OUT/stop/reference/.
 set -uo pipefail
@@ -20,6 +21,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .
 python3 -m compileall -q -j 8 /tmp/site autotune > /dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD
 K=${KERNEL:-bench/kernels/gemm_fp8_wave2.py}
+export NAME=${NAME:-gemm_fp8}
 REF=${REFERENCE:-bench/results/search/h200_live/exhaustive}
 SHAPES=${SHAPES:-128x2112x7168,4096x2112x7168}
 if [ "$REF" = measure ]; then
@@ -29,13 +31,14 @@ if [ "$REF" = measure ]; then
     t0=$(date +%s.%N)
     python3 -m autotune search $K --shape "M=$m,N=$n,K=$k" --strategy exhaustive --trials 100000 \
       --db "sqlite:///$REF/ref.db" > "$REF/exhaustive_$s.log" 2>&1
-    python3 -m autotune landscape export gemm_fp8 --shape "M=$m,N=$n,K=$k" --db "sqlite:///$REF/ref.db" \
-      --out "$REF/gemm_fp8_$s.json" >> "$REF/exhaustive_$s.log" 2>&1
+    python3 -m autotune landscape export "$NAME" --shape "M=$m,N=$n,K=$k" --db "sqlite:///$REF/ref.db" \
+      --out "$REF/${NAME}_$s.json" >> "$REF/exhaustive_$s.log" 2>&1
     echo "reference $s rc=$? wall_s=$(python3 -c "import time; print(round(time.time() - $t0, 1))")" | tee -a "$R/times.txt"
   done
   rm -f "$REF/ref.db"
 fi
-python3 bench/preload_landscapes.py "sqlite:///$R/preloaded.db" bench/landscapes/wave2/gemm_fp8_*.json
+[[ "${STORES:-empty history}" == *history* ]] &&
+  python3 bench/preload_landscapes.py "sqlite:///$R/preloaded.db" bench/landscapes/wave2/gemm_fp8_*.json
 for seed in ${SEEDS:-0}; do for store in ${STORES:-empty history}; do for s in ${SHAPES//,/ }; do
   IFS=x read -r m n k <<< "$s"
   run=${store}_${s}_s$seed
@@ -47,7 +50,7 @@ for seed in ${SEEDS:-0}; do for store in ${STORES:-empty history}; do for s in $
   rm -f "$R/$run.db"
 done; done; done
 python3 - "$R" "$REF" <<'PY' | tee "$R/summary.txt"
-import json, sys
+import json, os, sys
 from pathlib import Path
 r, ref = Path(sys.argv[1]), Path(sys.argv[2])
 walls = {}
@@ -58,7 +61,7 @@ print(f"{'run':32} {'regret %':>8} {'evals':>5} {'stop':10} {'bound %':>7} {'noi
 for f in sorted(r.glob("*_s*.json")):
     rep = json.loads(f.read_text())[0]
     shape = rep["shape"]
-    land = ref / f"gemm_fp8_{shape['M']}x{shape['N']}x{shape['K']}.json"
+    land = ref / f"{os.environ['NAME']}_{shape['M']}x{shape['N']}x{shape['K']}.json"
     best = min(c["time_s"] for c in json.loads(land.read_text())["configs"] if c["status"] == "ok") if land.exists() else None
     t = (rep.get("best") or {}).get("time_s")
     regret = f"{(t / best - 1) * 100:8.2f}" if best and t else "       -"

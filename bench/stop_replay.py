@@ -2,11 +2,13 @@
 finishes (a long measurement leaves its partial result): regret where the search stopped, evaluations, why.
 
     python bench/stop_replay.py LANDSCAPE... [--seeds 1] [--no-transfer] [--preload MORE...] [--noise 0.01]
-        --out F.jsonl
+        [--history-evaluations N] --out F.jsonl
 
 ``--noise``: each measurement drawn around the landscape's time (log-normal, this relative sd), the regret
 then that of the config the search declared best (no re-timing in a replay). The rule's settings come from
 the environment as in a search: ``AUTOTUNE_STOP_NEIGHBOURS=0`` replays it without the neighbour check.
+``--history-evaluations N``: each history landscape (the other targets, ``--preload``) enters the store as an
+N-evaluation search of it, not a sweep (issue 19's realistic store).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main() -> None:
     ap.add_argument("--no-transfer", action="store_true")
     ap.add_argument("--preload", nargs="*", default=[], help="more landscapes in the store (history only)")
     ap.add_argument("--noise", type=float, default=0.0, help="relative sd of each measurement (e.g. 0.01)")
+    ap.add_argument("--history-evaluations", type=int, default=0, help="history as N-evaluation searches")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     logging.getLogger("autotune").setLevel(logging.ERROR)
@@ -46,6 +49,7 @@ def main() -> None:
             "seed": run.seed,
             "regret": run.final_regret,
             "noise": args.noise,
+            "history": "none" if args.no_transfer else (args.history_evaluations or "sweep"),
             "neighbours": run.polished,
             "stop_neighbours": os.environ.get("AUTOTUNE_STOP_NEIGHBOURS", "1"),
             "evaluations": run.evaluations,
@@ -69,6 +73,7 @@ def main() -> None:
         preload=preload,
         progress=write,
         noise=args.noise,
+        history_evaluations=args.history_evaluations,
     )
 
 

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The driver of RESULTS section 26's hedge A/B (run from /tmp/dbg then; the rows beside it). With hedge.patch
+# applied (git apply bench/results/stores/hedge/hedge.patch; HEDGE_AB sets auto.HEDGE, TRUST_W=1 the weighted
+# Kendall tau): bash ab.sh TAG HEDGE STORE(real|full|empty) SEEDS SETS...  -> /tmp/dbg/TAG_SET_STORE.json
+# "s*" tags ran the patch's first rounding (a space-filling pick whenever design < share x (picks + 1), so the
+# first one comes first), "n*" and "w*" the rounding to nearest that the patch holds. Not adopted.
+cd "$(git rev-parse --show-toplevel)"
+TAG=$1; H=$2; STORE=$3; SEEDS=$4; shift 4
+P=../shared/data/peer-landscapes
+for k in "$@"; do
+  case $k in
+    gemm) files=(bench/landscapes/wave2/gemm_fp8_*.json); pre=() ;;
+    held) files=(bench/results/search/h200_live/exhaustive/gemm_fp8_*.json); pre=(--preload bench/landscapes/wave2/gemm_fp8_*.json) ;;
+    *) files=("$P"/${k}_*.json); pre=() ;;
+  esac
+  opt=(); [ "$STORE" = real ] && opt=(--history-evaluations 40)
+  [ "$STORE" = empty ] && opt=(--no-transfer)
+  TRUST_W=${TRUST_W:-0} HEDGE_AB=$H .venv/bin/python -m autotune replay "${files[@]}" --strategy auto --trials 80 --seeds "$SEEDS" \
+    --budgets 10,20,40,80 "${opt[@]}" --json /tmp/dbg/${TAG}_${k}_${STORE}.json "${pre[@]}" > /tmp/dbg/${TAG}_${k}_${STORE}.txt 2>&1
+  echo "$TAG $k $STORE done $(date +%T)"
+done
