@@ -4,6 +4,8 @@
 # Kendall tau): bash ab.sh TAG HEDGE STORE(real|full|empty) SEEDS SETS...  -> /tmp/dbg/TAG_SET_STORE.json
 # "s*" tags ran the patch's first rounding (a space-filling pick whenever design < share x (picks + 1), so the
 # first one comes first), "n*" and "w*" the rounding to nearest that the patch holds. Not adopted.
+# rescue.patch (applied alone): RESCUE_AB=N space-filling picks once the prior ranks the results wrong ("r8", "r16"),
+# STICKY_AB=1 keeps such a prior ignored for the rest of the search ("k8" with 8 picks, "k0" without). Not adopted.
 cd "$(git rev-parse --show-toplevel)"
 TAG=$1; H=$2; STORE=$3; SEEDS=$4; shift 4
 P=../shared/data/peer-landscapes
@@ -15,7 +17,7 @@ for k in "$@"; do
   esac
   opt=(); [ "$STORE" = real ] && opt=(--history-evaluations 40)
   [ "$STORE" = empty ] && opt=(--no-transfer)
-  TRUST_W=${TRUST_W:-0} HEDGE_AB=$H .venv/bin/python -m autotune replay "${files[@]}" --strategy auto --trials 80 --seeds "$SEEDS" \
+  STICKY_AB=${STICKY_AB:-0} RESCUE_AB=${RESCUE_AB:-0} TRUST_W=${TRUST_W:-0} HEDGE_AB=$H .venv/bin/python -m autotune replay "${files[@]}" --strategy auto --trials 80 --seeds "$SEEDS" \
     --budgets 10,20,40,80 "${opt[@]}" --json /tmp/dbg/${TAG}_${k}_${STORE}.json "${pre[@]}" > /tmp/dbg/${TAG}_${k}_${STORE}.txt 2>&1
   echo "$TAG $k $STORE done $(date +%T)"
 done
