@@ -21,7 +21,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .
 python3 -m compileall -q -j 8 /tmp/site autotune > /dev/null 2>&1
 export PYTHONPATH=/tmp/site:$PWD
 K=${KERNEL:-bench/kernels/gemm_fp8_wave2.py}
-export NAME=${NAME:-gemm_fp8}
+NAME=${NAME:-gemm_fp8}
 REF=${REFERENCE:-bench/results/search/h200_live/exhaustive}
 SHAPES=${SHAPES:-128x2112x7168,4096x2112x7168}
 if [ "$REF" = measure ]; then
@@ -49,10 +49,10 @@ for seed in ${SEEDS:-0}; do for store in ${STORES:-empty history}; do for s in $
   echo "$run rc=$? wall_s=$(python3 -c "import time; print(round(time.time() - $t0, 1))")" | tee -a "$R/times.txt"
   rm -f "$R/$run.db"
 done; done; done
-python3 - "$R" "$REF" <<'PY' | tee "$R/summary.txt"
-import json, os, sys
+python3 - "$R" "$REF" "$NAME" <<'PY' | tee "$R/summary.txt"
+import json, sys
 from pathlib import Path
-r, ref = Path(sys.argv[1]), Path(sys.argv[2])
+r, ref, name = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 walls = {}
 for line in (r / "times.txt").read_text().splitlines():
     if not line.startswith("reference"):
@@ -61,7 +61,7 @@ print(f"{'run':32} {'regret %':>8} {'evals':>5} {'stop':10} {'bound %':>7} {'noi
 for f in sorted(r.glob("*_s*.json")):
     rep = json.loads(f.read_text())[0]
     shape = rep["shape"]
-    land = ref / f"{os.environ['NAME']}_{shape['M']}x{shape['N']}x{shape['K']}.json"
+    land = ref / f"{name}_{shape['M']}x{shape['N']}x{shape['K']}.json"
     best = min(c["time_s"] for c in json.loads(land.read_text())["configs"] if c["status"] == "ok") if land.exists() else None
     t = (rep.get("best") or {}).get("time_s")
     regret = f"{(t / best - 1) * 100:8.2f}" if best and t else "       -"

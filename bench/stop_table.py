@@ -16,7 +16,7 @@ from pathlib import Path
 def row(label: str, path: Path) -> str:
     runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if not runs:
-        return f"| {label} | no runs | | | | |"
+        return f"| {label} | no runs | | | | | 0 |"
     regrets = [100 * r["regret"] for r in runs]
     evals = statistics.fmean(r["evaluations"] for r in runs)
     stops = ", ".join(f"{k} {n}" for k, n in Counter(r["stop_reason"] for r in runs).most_common())
