@@ -5,7 +5,8 @@
 #   bash bench/results/stores/replay.sh fixed SEEDS   -> fixed_<set>_<store>.json.gz (autotune replay --trials 80)
 # Sets: convolution and dedispersion (peer, 3 GPUs; history = the other 2 GPUs on the shape: leave-one-device-out),
 # gemm (the 8 wave-2 H200 landscapes; history = the other 7 shapes: leave-one-shape-out), held (the 4 H200
-# landscapes of section 20 that are not wave-2 shapes; history = the 8 wave-2 landscapes). Stores: full (history
+# landscapes of section 20 that are not wave-2 shapes; history = the 8 wave-2 landscapes); SETS=h100 adds section
+# 27's two H100 gemm_fp8 sweeps as targets with the same (H200) history. Stores: full (history
 # swept), real (each history landscape as a 40-evaluation search: --history-evaluations 40), empty (--no-transfer).
 set -euo pipefail
 MODE=${1:?rule|fixed}; SEEDS=${2:-4}
@@ -17,6 +18,7 @@ for k in ${SETS:-convolution dedispersion gemm held}; do
   case $k in
     gemm) files=("${W[@]}") ;;
     held) files=(bench/results/search/h200_live/exhaustive/gemm_fp8_*.json); pre=("${W[@]}") ;;
+    h100) files=(bench/results/h100_stop37/gemm_fp8_stop/gemm_fp8_*.json); pre=("${W[@]}") ;;
     *) files=("$P"/${k}_*.json) ;;
   esac
   for store in ${STORES:-full real empty}; do
