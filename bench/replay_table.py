@@ -1,5 +1,6 @@
 """Mean regret at fixed budgets from ``autotune replay --json`` files (``.json`` or ``.json.gz``), as one markdown
-table: mean ± its standard error over every target and seed.
+table: mean ± its standard error over every target and seed. A ``bench/kt_compare.py --out`` file (Kernel Tuner's
+strategies and ours, a regret per budget) is read too.
 
     python bench/replay_table.py --budgets 10,20,40,80 "conv | full (after) | DIR/convolution_full.json" ...
     python bench/replay_table.py --paired "conv | ramp - main | A.json.gz | B.json.gz" [--strategy auto]
@@ -20,6 +21,8 @@ from pathlib import Path
 
 
 def regret(run: dict, n: int) -> float:
+    if "regret" in run:  # a row of bench/kt_compare.py: its regret at each budget it read
+        return run["regret"][str(n)]
     best = run["best_after"]
     return best[min(n, len(best)) - 1] / run["best_s"] - 1.0 if best else float("inf")
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# RESULTS section 28: issue 19's fixed-budget comparison with 16 seeds per target (48 runs a cell on the peer
+# sets), the sequential strategies beside the pipelined ones. Run from the repo root in the venv with the
+# bench extra (kernel_tuner 1.5.0); ~25 min on 2 cores. Writes bench/results/kt48/, then prints the tables.
+set -euo pipefail
+R=bench/results/kt48
+P=../shared/data/peer-landscapes
+for d in convolution dedispersion; do
+  # Kernel Tuner's 7 strategies (simulation mode) and ours (auto, tpe; 19 in flight), empty store
+  python bench/kt_compare.py $P/${d}_*.json --seeds 16 --out $R/$d.json > $R/$d.log 2>&1
+  # one proposal in flight: sequential TPE (the issue's baseline) and sequential auto
+  for s in tpe@1 auto@1; do
+    python -m autotune replay $P/${d}_*.json --strategy $s --no-transfer --trials 80 --seeds 16 \
+      --budgets 10,20,40,80 --json $R/${d}_${s/@/}.json > $R/${d}_${s/@/}.log 2>&1
+  done
+done
+# gemm_fp8: the 4 held-out H200 landscapes and the 2 H100 sweeps of section 27 (nobody developed on them)
+python -m autotune replay bench/landscapes/gemm_fp8_*.json --strategy tpe@1,auto --no-transfer --trials 80 \
+  --seeds 16 --budgets 10,20,40,80 --json $R/held_tpe1.json > $R/held_tpe1.log 2>&1
+python -m autotune replay bench/results/h100_stop37/gemm_fp8_stop/gemm_fp8_*.json --strategy tpe@1,auto \
+  --no-transfer --trials 80 --seeds 16 --budgets 10,20,40,80 --json $R/h100_tpe1.json > $R/h100_tpe1.log 2>&1
+gzip -f $R/*.json
+bash $R/table.sh
