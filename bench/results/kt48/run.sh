@@ -9,19 +9,20 @@
 set -euo pipefail
 R=bench/results/kt48
 P=../shared/data/peer-landscapes
+# an empty-store replay at the fixed budgets: rep LANDSCAPES... STRATEGIES OUT_NAME
+rep() {
+  local out=${*: -1} strat=${*: -2:1}
+  python -m autotune replay "${@:1:$#-2}" --strategy "$strat" --no-transfer --trials 80 --seeds 16 \
+    --budgets 10,20,40,80 --json "$R/$out.json" > "$R/$out.log" 2>&1
+}
 for d in convolution dedispersion; do
   # Kernel Tuner's 7 strategies (simulation mode) and ours (auto, tpe; 19 in flight), empty store
   python bench/kt_compare.py $P/${d}_*.json --seeds 16 --out $R/$d.json > $R/$d.log 2>&1
   # one proposal in flight: sequential TPE (the baseline) and sequential auto
-  for s in tpe@1 auto@1; do
-    python -m autotune replay $P/${d}_*.json --strategy $s --no-transfer --trials 80 --seeds 16 \
-      --budgets 10,20,40,80 --json $R/${d}_${s/@/}.json > $R/${d}_${s/@/}.log 2>&1
-  done
+  for s in tpe@1 auto@1; do rep $P/${d}_*.json $s ${d}_${s/@/}; done
 done
 # gemm_fp8: the 4 held-out H200 landscapes and the 2 H100 sweeps of section 27 (nobody developed on them)
-python -m autotune replay bench/landscapes/gemm_fp8_*.json --strategy tpe@1,auto --no-transfer --trials 80 \
-  --seeds 16 --budgets 10,20,40,80 --json $R/held_tpe1.json > $R/held_tpe1.log 2>&1
-python -m autotune replay bench/results/h100_stop37/gemm_fp8_stop/gemm_fp8_*.json --strategy tpe@1,auto \
-  --no-transfer --trials 80 --seeds 16 --budgets 10,20,40,80 --json $R/h100_tpe1.json > $R/h100_tpe1.log 2>&1
+rep bench/landscapes/gemm_fp8_*.json tpe@1,auto held_tpe1
+rep bench/results/h100_stop37/gemm_fp8_stop/gemm_fp8_*.json tpe@1,auto h100_tpe1
 gzip -f $R/*.json
 bash $R/table.sh

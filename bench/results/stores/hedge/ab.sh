@@ -21,8 +21,7 @@ for k in "$@"; do
     held) files=(bench/results/search/h200_live/exhaustive/gemm_fp8_*.json); pre=(--preload bench/landscapes/wave2/gemm_fp8_*.json) ;;
     *) files=("$P"/${k}_*.json); pre=() ;;
   esac
-  opt=(); [ "$STORE" = real ] && opt=(--history-evaluations 40)
-  [[ "$STORE" == real?* ]] && opt=(--history-evaluations "${STORE#real}")
+  n=${STORE#real}; opt=(); [[ "$STORE" == real* ]] && opt=(--history-evaluations "${n:-40}")
   [ "$STORE" = empty ] && opt=(--no-transfer)
   STICKY_AB=${STICKY_AB:-0} RESCUE_AB=${RESCUE_AB:-0} TRUST_W=${TRUST_W:-0} HEDGE_AB=$H .venv/bin/python -m autotune replay "${files[@]}" --strategy auto --trials 80 --seeds "$SEEDS" \
     --budgets 10,20,40,80 "${opt[@]}" --json $O/${TAG}_${k}_${STORE}.json "${pre[@]}" > $O/${TAG}_${k}_${STORE}.txt 2>&1
