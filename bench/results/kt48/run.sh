@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # RESULTS section 28: issue 19's fixed-budget comparison with 16 seeds per target (48 runs a cell on the peer
 # sets), the sequential strategies beside the pipelined ones. Run from the repo root in the venv with the
-# bench extra (kernel_tuner 1.5.0); ~25 min on 2 cores. Writes bench/results/kt48/, then prints the tables.
+# bench extra (kernel_tuner 1.5.0); about an hour on this 2-core VM, ~30 min of it the held-out gemm_fp8
+# replay. Writes bench/results/kt48/, then prints the tables.
 # The rd_* rows (a variant, not adopted): `git apply bench/results/kt48/rd.patch` in a worktree of main, then
 # AUTOTUNE_START_BATCH=4 python -m autotune replay PEER/{convolution,dedispersion}_*.json --strategy auto
 # --no-transfer --trials 80 --seeds 16 --budgets 10,20,40,80 --json rd_KERNEL.json (paired against
