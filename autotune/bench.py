@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import ctypes
+import functools
 import math
 import os
 import statistics
@@ -384,6 +385,25 @@ def _sync(device: str, devices: Sequence[int]) -> None:
             torch.cuda.synchronize(d)
 
 
+def _checked_arguments(
+    kernel_names: str | Sequence[str],
+    num_tests: int,
+    warm_up_calls: int | None,
+    race: tuple[int, float] | None,
+) -> tuple[str, ...]:
+    """The kernel names as a tuple; a ``BenchError`` for an argument out of range."""
+    names = (kernel_names,) if isinstance(kernel_names, str) else tuple(kernel_names)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise BenchError("kernel_names must be a non-empty string or a tuple of non-empty strings")
+    if num_tests < 1:
+        raise BenchError(f"num_tests must be at least 1 (got {num_tests})")
+    if warm_up_calls is not None and warm_up_calls < 0:
+        raise BenchError(f"warm_up_calls must be at least 0 (got {warm_up_calls})")
+    if race is not None and race[0] < 1:
+        raise BenchError(f"race calls must be at least 1 (got {race[0]})")
+    return names
+
+
 def bench_kineto_detailed(
     fn: Callable[[], Any],
     kernel_names: str | Sequence[str],
@@ -398,19 +418,18 @@ def bench_kineto_detailed(
     device: str | None = None,
     devices: Sequence[int] | None = None,
     warm_up_calls: int | None = None,
+    race: tuple[int, float] | None = None,
 ) -> BenchResult:
     """Time the kernels named by ``kernel_names`` (substrings) when ``fn()`` runs, with full statistics.
 
     ``device`` is "cuda" (default when available) or "cpu"; ``devices`` the CUDA device indices whose L2
     is flushed (default: those the pre-warm call launched kernels on); ``warm_up_calls`` the unrecorded calls
-    before the timed ones (default: ``_Window.warm_up_calls``, the seed recipe's whole round on a GPU)."""
-    names = (kernel_names,) if isinstance(kernel_names, str) else tuple(kernel_names)
-    if not names or not all(isinstance(n, str) and n for n in names):
-        raise BenchError("kernel_names must be a non-empty string or a tuple of non-empty strings")
-    if num_tests < 1:
-        raise BenchError(f"num_tests must be at least 1 (got {num_tests})")
-    if warm_up_calls is not None and warm_up_calls < 0:
-        raise BenchError(f"warm_up_calls must be at least 0 (got {warm_up_calls})")
+    before the timed ones (default: ``_Window.warm_up_calls``, the seed recipe's whole round on a GPU).
+    ``race=(calls, bound_s)``: stop after ``calls`` timed calls if they put ``fn`` over ``bound_s`` (it cannot be
+    the best), else time the rest of ``num_tests`` right after, no warm-up (``_measure``); the result's
+    ``num_tests`` is the calls timed. Not with ``trace_path`` (one window, one trace)."""
+    names = _checked_arguments(kernel_names, num_tests, warm_up_calls, race)
+    first = num_tests if race is None or trace_path is not None else min(num_tests, race[0])
     dev = _resolve_device(device)
     if nvidia_tools_active():
         ones = {n: KernelStats(n, (), (1.0,), 1.0) for n in names}
@@ -431,19 +450,56 @@ def bench_kineto_detailed(
     excluded = (
         _excluded_names(dev, flusher, barrier is not None, suppress_kineto_output) if flusher else frozenset()
     )
-    window = _Window(fn, dev, devices, flusher, barrier, num_tests, names, excluded, warm_up_calls)
+    window = functools.partial(_Window, fn=fn, dev=dev, devices=devices, flusher=flusher, barrier=barrier)
     with _suppress_output(suppress_kineto_output):
-        events, seen = window.measure(trace_path)
-    if not seen:
-        raise BenchError(
-            f"the profiler recorded no {'GPU kernels' if dev == 'cuda' else 'CPU activity'} while fn ran "
-            "(is the work on this device? is CUPTI available?)"
+        stats, seen, timed = _measure(
+            window,
+            names,
+            excluded,
+            (first, num_tests),
+            warm_up_calls,
+            race,
+            trace_path,
+            with_multiple_kernels,
         )
-    stats = {
-        name: _kernel_stats(name, events, seen, excluded, num_tests, with_multiple_kernels) for name in names
-    }
     flush_n = flusher.nbytes if flusher else 0
-    return BenchResult(stats, True, dev, num_tests, flush_n, devices, time.perf_counter() - start, seen)
+    return BenchResult(stats, True, dev, timed, flush_n, devices, time.perf_counter() - start, seen)
+
+
+def _measure(
+    window: functools.partial[_Window],
+    names: tuple[str, ...],
+    excluded: frozenset[str],
+    calls: tuple[int, int],
+    warm_up_calls: int | None,
+    race: tuple[int, float] | None,
+    trace_path: str | None,
+    with_multiple_kernels: bool,
+) -> tuple[dict[str, KernelStats], tuple[str, ...], int]:
+    """The named kernels' statistics, the names seen and the calls timed: the first ``calls[0]`` calls, then
+    (unless ``race`` stops there) the rest of ``calls[1]`` in a second window without warm-up."""
+    first, num_tests = calls
+    events, seen = window(num_tests=first, names=names, excluded=excluded, warm_calls=warm_up_calls).measure(
+        trace_path
+    )
+    if not seen:
+        what = "GPU kernels" if window.keywords["dev"] == "cuda" else "CPU activity"
+        raise BenchError(
+            f"the profiler recorded no {what} while fn ran (is the work on this device? is CUPTI available?)"
+        )
+    timed = first
+    stats = {
+        name: _kernel_stats(name, events, seen, excluded, timed, with_multiple_kernels) for name in names
+    }
+    if race is not None and first < num_tests and sum(k.per_call_s for k in stats.values()) <= race[1]:
+        more, also = window(
+            num_tests=num_tests - first, names=names, excluded=excluded, warm_calls=0
+        ).measure(None)
+        events, seen, timed = events + more, tuple(sorted({*seen, *also})), num_tests
+        stats = {
+            name: _kernel_stats(name, events, seen, excluded, timed, with_multiple_kernels) for name in names
+        }
+    return stats, seen, timed
 
 
 def _devices_used(fn: Callable[[], Any], dev: str, suppress: bool) -> list[int]:

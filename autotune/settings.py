@@ -46,6 +46,8 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_SEED": "strategy seed",
     "AUTOTUNE_DEVICES": "devices to time on: cuda, cuda:0,cuda:1, all or cpu (default: cuda if present)",
     "AUTOTUNE_NUM_TESTS": "timed calls per measurement (default 30)",
+    "AUTOTUNE_RACE": "a config whose first AUTOTUNE_RACE_CALLS timed calls are over this multiple of the shape's best so far is not timed further (default 1.25; 0 = off: every measurement takes AUTOTUNE_NUM_TESTS calls)",
+    "AUTOTUNE_RACE_CALLS": "timed calls before a measurement may stop as too slow (default 10)",
     "AUTOTUNE_COMPILE_TIMEOUT": "seconds a config may take to compile (default 180)",
     "AUTOTUNE_RUN_TIMEOUT": "seconds a config may take to check and time (default 120)",
     "AUTOTUNE_FIRST_RUN_TIMEOUT": "seconds a config may take to check and time until some config of the shape has a time (default 10; never more than the run timeout)",
@@ -333,6 +335,13 @@ class SearchSettings:
     #: "" (cuda when the worker sees a GPU, else cpu), "cpu", "cuda", "cuda:0,cuda:1" or "all"
     devices: str = _default("AUTOTUNE_DEVICES", env_str, "")
     num_tests: int = _default("AUTOTUNE_NUM_TESTS", env_int, 30, minimum=1)
+    #: racing: a measurement whose first ``race_calls`` timed calls put its config over ``race`` x the
+    #: shape's best so far stops there (0 = off). Such a config cannot be the best, and those calls already
+    #: rank it within ~1 %; the rest of ``num_tests`` would only add precision nobody reads (on an H100, a
+    #: measurement's 30 timed calls were ~a quarter of its cost, more for slow configs: RESULTS section 24).
+    #: The best and every config near it get all ``num_tests``; finalists are re-timed without racing.
+    race: float = _default("AUTOTUNE_RACE", env_float, 1.25)
+    race_calls: int = _default("AUTOTUNE_RACE_CALLS", env_int, 10, minimum=1)
     compile_timeout_s: float = _default("AUTOTUNE_COMPILE_TIMEOUT", env_float, 180.0, positive=True)
     run_timeout_s: float = _default("AUTOTUNE_RUN_TIMEOUT", env_float, 120.0, positive=True)
     #: the run timeout until some config of the shape has a time (the default runs first): a config that
@@ -381,6 +390,8 @@ class SearchSettings:
             )
         check_number("AUTOTUNE_STOP_WALL", self.stop_wall_s)
         check_number("AUTOTUNE_STOP_NOISE", self.stop_noise)
+        if self.race and self.race < 1:
+            raise SettingsError(f"AUTOTUNE_RACE must be 0 (off) or >= 1 (got {self.race})")
         if self.num_tests < 1:
             raise SettingsError(f"--num-tests must be at least 1 (got {self.num_tests})")
         check_number("--timeout", self.timeout_s)

@@ -65,6 +65,9 @@ class TrialResult:
     #: relative spread of the per-launch times: (p90 - p10) / median
     spread: float | None = None
     launches: float | None = None
+    #: timed calls behind ``time_s``: fewer than ``--num-tests`` when the measurement was raced (its first
+    #: calls put the config far over the shape's best so far: ``SearchSettings.race``)
+    calls: int | None = None
     tflops: float | None = None
     gbps: float | None = None
     compile_s: float | None = None

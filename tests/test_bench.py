@@ -251,6 +251,32 @@ def test_the_warm_up_calls_are_the_callers_and_stay_out_of_the_window(warm):
         bench_kineto_detailed(fn, "alpha_kernel", num_tests=5, device="cpu", warm_up_calls=-1)
 
 
+def test_a_raced_measurement_stops_after_its_first_calls_only_when_they_are_over_the_bound():
+    """``race=(calls, bound)``: over the bound after ``calls`` timed calls, the window ends there (the result's
+    ``num_tests`` says so); under it, the rest of ``num_tests`` are timed too, with no second warm-up, and
+    the statistics cover all of them."""
+    calls = []
+
+    def fn():
+        calls.append(1)
+        two_ranges()
+
+    kw = dict(num_tests=8, device="cpu", suppress_kineto_output=True, warm_up_calls=2)
+    slow = bench_kineto_detailed(fn, "alpha_kernel", race=(3, 0.0), **kw)  # any time is over 0 s
+    assert slow.num_tests == 3 and len(calls) == 1 + 2 + 3
+    assert len(slow.kernels["alpha_kernel"].times_s) == 3
+    assert slow.kernels["alpha_kernel"].launches_per_call == 1.0
+    calls.clear()
+    fast = bench_kineto_detailed(fn, "alpha_kernel", race=(3, 1e9), **kw)
+    assert fast.num_tests == 8 and len(calls) == 1 + 2 + 3 + 5
+    assert len(fast.kernels["alpha_kernel"].times_s) == 8
+    assert fast.kernels["alpha_kernel"].launches_per_call == 1.0
+    calls.clear()
+    assert bench_kineto_detailed(fn, "alpha_kernel", race=(20, 0.0), **kw).num_tests == 8  # calls >= num_tests
+    with pytest.raises(BenchError, match="race calls"):
+        bench_kineto_detailed(fn, "alpha_kernel", race=(0, 1.0), **kw)
+
+
 def test_kineto_output_is_suppressed():
     code = textwrap.dedent(
         """

@@ -215,7 +215,7 @@ def test_upgrade_from_a_database_written_by_0001(tmp_path):
     store = Store(f"sqlite:///{db}")
     with pytest.raises(SchemaOutOfDateError, match="autotune db upgrade"):
         store.schema.check()
-    assert store.schema.upgrade() == ("0001", "0006")
+    assert store.schema.upgrade() == ("0001", "0007")
     store.schema.check()
     assert schema_diffs(store) == []
     with sqlite3.connect(db) as conn:
@@ -364,7 +364,7 @@ def add_0003_rows(store: Store) -> None:
 
 
 def test_downgrade_to_each_revision_and_upgrade_again_keeps_the_data(db_url):
-    """`alembic downgrade` 0005 -> 0004 -> 0003 -> 0002 -> 0001 with data (on SQLite it failed: "FOREIGN KEY
+    """`alembic downgrade` 0006 -> 0005 -> 0004 -> 0003 -> 0002 -> 0001 with data (on SQLite it failed: "FOREIGN KEY
     constraint failed", batch mode dropped a table other rows reference), then upgraded back: the kept
     tables' rows are unchanged at every step, and the schema is the models' again."""
     from sqlalchemy import text
@@ -377,6 +377,8 @@ def test_downgrade_to_each_revision_and_upgrade_again_keeps_the_data(db_url):
     before = kept_rows(store, columns)
     assert len(before["autotune_trials"]) == 4
     for rev, gone in [
+        ("0006", set()),
+        ("0005", {"autotune_services"}),
         ("0004", set()),
         ("0003", set()),
         ("0002", {"autotune_verifications", "autotune_shape_requests", "autotune_nightly_runs"}),
@@ -386,7 +388,7 @@ def test_downgrade_to_each_revision_and_upgrade_again_keeps_the_data(db_url):
         assert store.schema.status()[0] == rev
         assert not gone & set(inspect(store.db.engine).get_table_names())
         assert kept_rows(store, columns) == before, rev
-    assert store.schema.upgrade() == ("0001", "0006")
+    assert store.schema.upgrade() == ("0001", "0007")
     assert schema_diffs(store) == [] and kept_rows(store, columns) == before
     with store.db.engine.connect() as conn:  # 0002 backfilled a done claim per evaluated config again
         assert conn.execute(text("SELECT count(*) FROM autotune_claims WHERE status = 'done'")).scalar() == 4

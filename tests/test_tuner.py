@@ -118,6 +118,37 @@ def test_resume_measures_nothing_twice(sqlite_url):
     assert len(study.trials) >= 4
 
 
+def test_a_config_far_over_the_best_so_far_is_timed_with_fewer_calls_and_the_best_with_all(sqlite_url):
+    """Racing (AUTOTUNE_RACE x the best so far, after AUTOTUNE_RACE_CALLS timed calls): a raced trial stores
+    the calls it took, and its time is over the final best (the bound only ever falls to the best so far);
+    the best, the default (measured before any best) and the finalists' re-timings took every call."""
+    from autotune.trial import KIND_RETIME
+
+    env = {"AUTOTUNE_RACE": "1", "AUTOTUNE_RACE_CALLS": "2"}
+    common = ["search", MATMUL, "--device", "cpu", "--shape", SMALL, "--num-tests", "6", "--db", sqlite_url]
+    autotune(*common, "--trials", "12", "--seed", "3", env=env)
+    _, trials = _all_trials(sqlite_url)
+    timed = [t for t in trials if t.timed]
+    assert timed and {t.calls for t in timed} <= {2, 6}, [t.calls for t in timed]
+    search = [t for t in timed if t.kind != KIND_RETIME]
+    best = min(search, key=lambda t: t.time_s)
+    raced = [t for t in search if t.calls == 2]
+    assert raced, "every config beat the best before it: nothing to race"
+    assert all(t.time_s > best.time_s for t in raced)
+    assert best.calls == 6 and search[0].calls == 6
+    assert all(t.calls == 6 for t in timed if t.kind == KIND_RETIME)
+
+
+def test_racing_off_and_a_bad_race_factor(tmp_path):
+    db = str(tmp_path / "r.db")
+    common = ["search", MATMUL, "--device", "cpu", "--shape", SMALL, "--num-tests", "4", "--db", db]
+    autotune(*common, "--trials", "6", "--seed", "3", env={"AUTOTUNE_RACE": "0", "AUTOTUNE_RACE_CALLS": "1"})
+    _, trials = _all_trials(f"sqlite:///{db}")
+    assert trials and {t.calls for t in trials if t.timed} == {4}
+    proc = autotune(*common, check=False, env={"AUTOTUNE_RACE": "0.5"})
+    assert proc.returncode == 2 and "AUTOTUNE_RACE must be 0 (off) or >= 1" in proc.stderr
+
+
 def test_failures_are_statuses_and_known_failures_are_not_retried(sqlite_url):
     args = [
         "search",

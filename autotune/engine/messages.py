@@ -60,6 +60,9 @@ class Job:
     config: dict[str, Any]
     shape: dict[str, int]
     num_tests: int = 30
+    #: racing (``SearchSettings.race``): (timed calls first, the per-call time over which the config is not
+    #: timed further); None: all ``num_tests``
+    race: tuple[int, float] | None = None
 
 
 @dataclass(frozen=True)

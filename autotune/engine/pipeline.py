@@ -157,6 +157,14 @@ class Pipeline:
             if options is not None:
                 options.run_bound_s = seconds
 
+    def set_race(self, race: tuple[int, float] | None) -> None:
+        """Racing from now on (``SearchSettings.race``): (timed calls first, the per-call time over which a
+        config is not timed further), or None: every measurement takes all its calls."""
+        for ev in self.timers:
+            options = getattr(ev, "options", None)
+            if options is not None:
+                options.race = race
+
     def submit(self, candidate: Candidate) -> None:
         self.in_flight += 1
         (self._compile_q if self.compile_workers else self._timing_q).put(candidate)

@@ -73,6 +73,9 @@ class EvalOptions:
     #: rather than hung: it is retried once on a fresh worker under ``run_timeout_s`` before its ``timeout``
     #: is final
     run_bound_s: float | None = None
+    #: racing while it is set (``Pipeline.set_race``): (timed calls first, the per-call time over which a
+    #: config is not timed further; ``Job.race``)
+    race: tuple[int, float] | None = None
     start_timeout_s: float = 120.0
     env: dict[str, str] = field(default_factory=dict)
 
@@ -229,6 +232,7 @@ class _Evaluation:
                     suppress_kineto_output=True,
                     device="cuda" if self.cuda else "cpu",
                     warm_up_calls=warm_calls,
+                    race=job.race,
                 )
             )
         except Exception as exc:
@@ -248,6 +252,7 @@ class _Evaluation:
             min_s=sum(k.min_s * k.launches_per_call for k in stats),
             spread=max(k.spread for k in stats),
             launches=sum(k.launches_per_call for k in stats),
+            calls=bench.num_tests,
             kernels={n: list(k.matched) for n, k in bench.kernels.items()},
             tflops=self.loaded.kernel.flops(shape) / time_s / 1e12 if time_s > 0 else None,
             gbps=self.loaded.bytes_moved(shape) / time_s / 1e9 if time_s > 0 else None,
@@ -578,7 +583,9 @@ class Worker:
 
     def evaluate(self, config: dict[str, Any], shape: dict[str, int]) -> TrialResult:
         """Compile, check and time one config. Never raises for a candidate's failure: that is a status."""
-        return self._request(Job("eval", dict(config), dict(shape), self.options.num_tests))
+        return self._request(
+            Job("eval", dict(config), dict(shape), self.options.num_tests, self.options.race)
+        )
 
     def features(
         self, shape: dict[str, int], configs: list[dict[str, Any]], facts: dict[str, int]

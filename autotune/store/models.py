@@ -168,6 +168,8 @@ class TrialRow(Base):
     throttle_reasons: Mapped[str | None] = mapped_column(String)
     throttled: Mapped[bool | None] = mapped_column(Boolean)
     retakes: Mapped[int | None] = mapped_column(Integer)
+    #: the timed calls behind time_s (TrialResult.calls; fewer than --num-tests where raced)
+    calls: Mapped[int | None] = mapped_column(Integer)
 
 
 class BestConfigRow(Base):

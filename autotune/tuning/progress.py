@@ -51,7 +51,8 @@ def trial_line(ev: TrialEvent, *, verbose: bool = False, exact: bool = True) -> 
             error = error[: _ERROR_CHARS - 3] + "..."
         line += f" ({error})"
     if verbose and res.compile_s is not None:
-        line += f" [compile {res.compile_s:.2f} s{f', {res.device}' if res.device else ''}]"
+        calls = f", {res.calls} timed calls" if res.calls else ""  # fewer than --num-tests: raced
+        line += f" [compile {res.compile_s:.2f} s{f', {res.device}' if res.device else ''}{calls}]"
     return line
 
 

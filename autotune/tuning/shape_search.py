@@ -277,6 +277,7 @@ class ShapeSearch:
         # default has run must not cost the full --run-timeout (one that returned once is retried under it)
         self.timed = False
         self.pipeline.set_run_timeout(min(self.s.first_run_timeout_s, self.s.run_timeout_s))
+        self.pipeline.set_race(None)  # until this shape has a best (the pipeline may have served another)
         self.pipeline.accept()
         self.cut = False  # the deadline passed and the candidates not yet timing were handed back
 
@@ -370,6 +371,9 @@ class ShapeSearch:
     def _note_best(self, res: TrialResult) -> None:
         if res.timed and (self.best is None or (res.time_s or math.inf) < (self.best.time_s or math.inf)):
             self.best = res
+            if self.s.race and res.time_s:
+                # racing (``SearchSettings.race``): a config this far over the best cannot become it
+                self.pipeline.set_race((self.s.race_calls, self.s.race * res.time_s))
 
     # -- proposals
 
@@ -601,6 +605,7 @@ class ShapeSearch:
         """The top ``--retime-top`` configs of the key measured again before the best is declared
         (``tuning.finalists``)."""
         k, rounds = self.s.retime_top, self.s.retime_rounds
+        self.pipeline.set_race(None)  # finalists take every call
         if k < 1 or rounds < 1 or not self.finished or time.monotonic() >= self.deadline:
             return  # nothing measured here (a rerun that only reused results), or the time is up
         ranked = sorted((r for r in self.known.values() if r.timed), key=lambda r: r.time_s or math.inf)
