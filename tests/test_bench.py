@@ -272,7 +272,8 @@ def test_a_raced_measurement_stops_after_its_first_calls_only_when_they_are_over
     assert len(fast.kernels["alpha_kernel"].times_s) == 8
     assert fast.kernels["alpha_kernel"].launches_per_call == 1.0
     calls.clear()
-    assert bench_kineto_detailed(fn, "alpha_kernel", race=(20, 0.0), **kw).num_tests == 8  # calls >= num_tests
+    # race calls >= num_tests: one window
+    assert bench_kineto_detailed(fn, "alpha_kernel", race=(20, 0.0), **kw).num_tests == 8
     with pytest.raises(BenchError, match="race calls"):
         bench_kineto_detailed(fn, "alpha_kernel", race=(0, 1.0), **kw)
 
