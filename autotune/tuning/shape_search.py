@@ -326,6 +326,8 @@ class ShapeSearch:
                 log.debug("releasing claims failed", exc_info=True)
             raise
         finally:
+            # whatever measures next on this pipeline (another shape, a verification) takes every call
+            self.pipeline.set_race(None)
             self.marks["close"] = time.monotonic()
             with timeline.phase(f"{self.shape_key}: close the Optuna study writer"):
                 writer.close(quiet=failed)
