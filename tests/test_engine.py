@@ -436,6 +436,28 @@ def test_compile_workers_of_a_long_lived_owner_warm_up_on_the_default_config(war
         assert ("compile", config_hash(default)) not in firsts
 
 
+def test_the_racing_bound_follows_the_best_and_is_off_for_the_default_the_finalists_and_after(sqlite_url):
+    """``SearchSettings.race``: the default is measured before any best (no bound); then every evaluation is
+    asked under (race_calls, race x the best so far), a bound that only falls and never below race x the
+    final best; the finalists' re-timings and whatever comes after the search take every call."""
+    tuner = sim_tuner(sqlite_url, 1, strategy="random", trials=12, seed=0, race=1.5, race_calls=4)
+    with tuner:
+        tuner.start()
+        report = tuner.search_shape({"N": 8})
+    (timer,) = [ev for ev in tuner.backend.made if ev.device == "sim:0"]
+    races = timer.races
+    retimes = len(races) - report.evaluations  # every evaluation (the default's too), then the re-timings
+    search, finals = races[: len(races) - retimes], races[len(races) - retimes :]
+    assert search[0] is None and retimes > 0 and finals == [None] * retimes
+    bounds = [r[1] for r in search[1:]]
+    assert all(r is not None and r[0] == 4 for r in search[1:])
+    assert bounds == sorted(bounds, reverse=True)
+    (key,) = tuner.store.history.key_states()
+    best = min(r.time_s for r in tuner.store.trials.recorded(key.key_id) if r.timed)
+    assert min(bounds) >= 1.5 * best * (1 - 1e-9)
+    assert timer.options.race is None
+
+
 def test_the_report_splits_a_shapes_seconds(sqlite_url):
     """``ShapeReport.time_split``: where the shape's wall seconds went. Its parts are disjoint spans of the
     search (they add up to at most its ``wall_s``), the devices' measuring covers every simulated

@@ -45,6 +45,7 @@ from typing import Any
 from autotune.engine.evaluator import Backend, Evaluator
 from autotune.engine.messages import Candidate, KernelMeta, WorkerInfo
 from autotune.engine.pipeline import DeviceStats, Outcome, Pipeline
+from autotune.engine.worker import EvalOptions
 from autotune.errors import SettingsError
 from autotune.shapes import format_shape
 from autotune.space.space import Space
@@ -260,6 +261,10 @@ class SimulatedEvaluator:
         self.compile_s = compile_s
         self.eval_s = eval_s
         self.calls: list[tuple[str, str]] = []  # (kind, config hash): what this evaluator was asked
+        #: what the search set (``Pipeline.set_race``); a landscape's time is what it is, so nothing races
+        #: here, but ``races`` keeps the bound each evaluation was asked under
+        self.options = EvalOptions()
+        self.races: list[tuple[int, float] | None] = []
 
     def start(self) -> WorkerInfo:
         return WorkerInfo(self.info.meta, self.info.facts, self.info.env, self.device, self.info.device_count)
@@ -275,6 +280,7 @@ class SimulatedEvaluator:
 
     def evaluate(self, config: dict[str, Any], shape: dict[str, int]) -> TrialResult:
         self.calls.append(("eval", config_hash(config)))
+        self.races.append(self.options.race)
         if self.eval_s:
             time.sleep(self.eval_s)
         res = self._answer(dict(config), dict(shape))
