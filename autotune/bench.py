@@ -24,14 +24,13 @@ from __future__ import annotations
 import bisect
 import contextlib
 import ctypes
-import functools
 import math
 import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotune.errors import AmbiguousKernelError, BenchError, KernelNotFoundError
@@ -450,55 +449,41 @@ def bench_kineto_detailed(
     excluded = (
         _excluded_names(dev, flusher, barrier is not None, suppress_kineto_output) if flusher else frozenset()
     )
-    window = functools.partial(_Window, fn=fn, dev=dev, devices=devices, flusher=flusher, barrier=barrier)
+    opening = _Window(fn, dev, devices, flusher, barrier, first, names, excluded, warm_up_calls)
     with _suppress_output(suppress_kineto_output):
-        stats, seen, timed = _measure(
-            window,
-            names,
-            excluded,
-            (first, num_tests),
-            warm_up_calls,
-            race,
-            trace_path,
-            with_multiple_kernels,
-        )
+        stats, seen, timed = _measure(opening, num_tests, race, trace_path, with_multiple_kernels)
     flush_n = flusher.nbytes if flusher else 0
     return BenchResult(stats, True, dev, timed, flush_n, devices, time.perf_counter() - start, seen)
 
 
 def _measure(
-    window: functools.partial[_Window],
-    names: tuple[str, ...],
-    excluded: frozenset[str],
-    calls: tuple[int, int],
-    warm_up_calls: int | None,
+    opening: _Window,
+    num_tests: int,
     race: tuple[int, float] | None,
     trace_path: str | None,
     with_multiple_kernels: bool,
 ) -> tuple[dict[str, KernelStats], tuple[str, ...], int]:
-    """The named kernels' statistics, the names seen and the calls timed: the first ``calls[0]`` calls, then
-    (unless ``race`` stops there) the rest of ``calls[1]`` in a second window without warm-up."""
-    first, num_tests = calls
-    events, seen = window(num_tests=first, names=names, excluded=excluded, warm_calls=warm_up_calls).measure(
-        trace_path
-    )
+    """The named kernels' statistics, the names seen and the calls timed: ``opening``'s calls, then (unless
+    ``race`` stops there) the rest of ``num_tests`` in a second window like it, without warm-up."""
+    first = opening.num_tests
+    events, seen = opening.measure(trace_path)
     if not seen:
-        what = "GPU kernels" if window.keywords["dev"] == "cuda" else "CPU activity"
+        what = "GPU kernels" if opening.dev == "cuda" else "CPU activity"
         raise BenchError(
             f"the profiler recorded no {what} while fn ran (is the work on this device? is CUPTI available?)"
         )
-    timed = first
-    stats = {
-        name: _kernel_stats(name, events, seen, excluded, timed, with_multiple_kernels) for name in names
-    }
-    if race is not None and first < num_tests and sum(k.per_call_s for k in stats.values()) <= race[1]:
-        more, also = window(
-            num_tests=num_tests - first, names=names, excluded=excluded, warm_calls=0
-        ).measure(None)
-        events, seen, timed = events + more, tuple(sorted({*seen, *also})), num_tests
-        stats = {
-            name: _kernel_stats(name, events, seen, excluded, timed, with_multiple_kernels) for name in names
+
+    def stats_of(events: list[Event], seen: tuple[str, ...], timed: int) -> dict[str, KernelStats]:
+        return {
+            n: _kernel_stats(n, events, seen, opening.excluded, timed, with_multiple_kernels)
+            for n in opening.names
         }
+
+    stats, timed = stats_of(events, seen, first), first
+    if race is not None and first < num_tests and sum(k.per_call_s for k in stats.values()) <= race[1]:
+        more, also = replace(opening, num_tests=num_tests - first, warm_calls=0).measure(None)
+        events, seen, timed = events + more, tuple(sorted({*seen, *also})), num_tests
+        stats = stats_of(events, seen, timed)
     return stats, seen, timed
 
 

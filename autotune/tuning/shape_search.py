@@ -277,7 +277,6 @@ class ShapeSearch:
         # default has run must not cost the full --run-timeout (one that returned once is retried under it)
         self.timed = False
         self.pipeline.set_run_timeout(min(self.s.first_run_timeout_s, self.s.run_timeout_s))
-        self.pipeline.set_race(None)  # until this shape has a best (the pipeline may have served another)
         self.pipeline.accept()
         self.cut = False  # the deadline passed and the candidates not yet timing were handed back
 
