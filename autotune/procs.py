@@ -12,7 +12,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["shielded", "start_shielded"]
+__all__ = ["EXEC_FAILED", "EXEC_TRIES", "shielded", "start_shielded"]
+
+#: the exit code of a spawn-ed child whose exec failed: multiprocessing's fork_exec writes the errno to a
+#: pipe nobody reads and the child exits 255 before Python runs, silently (a transient refusal seen once in
+#: CI; the same start worked again). A death in Python exits 1 with a traceback, a signal gives a negative
+#: code. A file that calls os._exit(255) at import looks the same: it is retried a few times, then reported.
+EXEC_FAILED = 255
+#: starts of such a child in all before its failure is reported
+EXEC_TRIES = 3
 
 
 def shielded(target: Callable[..., Any], *args: Any) -> Any:

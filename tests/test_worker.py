@@ -80,6 +80,65 @@ def test_bad_kernel_files_fail_at_start(tmp_path):
         Worker(str(empty), "cpu").start()
 
 
+def _exec_wrapper(tmp_path, fail_first: int):
+    """An 'interpreter' for spawn-ed children that exits 255 without running Python on its first
+    ``fail_first`` starts (what a failed exec looks like to multiprocessing), then runs the real one;
+    it counts its starts in a file."""
+    import sys
+
+    count = tmp_path / "starts"
+    script = tmp_path / "python"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo x >> "{count}"\n'
+        f'if [ "$(wc -l < "{count}")" -le {fail_first} ]; then exit 255; fi\n'
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return script, count
+
+
+@pytest.mark.parametrize("fail_first", [2, 3])
+def test_a_child_that_never_ran_python_is_started_again(tmp_path, monkeypatch, fail_first):
+    import multiprocessing.resource_tracker
+    import multiprocessing.spawn
+
+    script, count = _exec_wrapper(tmp_path, fail_first)
+    multiprocessing.resource_tracker.ensure_running()  # started by the real interpreter, not the wrapper
+    monkeypatch.setattr(multiprocessing.spawn, "_python_exe", os.fsencode(script))
+    w = Worker(FAULTY, "cpu", EvalOptions(num_tests=2))
+    try:
+        if fail_first < 3:  # two transient refusals: the third start works and the worker evaluates
+            w.start()
+            assert len(count.read_text().splitlines()) == 3
+            assert w.evaluate({"MODE": "ok"}, SHAPE).status is TrialStatus.OK
+        else:  # refused every time: one error, after three starts, not an endless loop
+            with pytest.raises(KernelFileError, match="exited with code 255 before it was ready, 3 times"):
+                w.start()
+            assert len(count.read_text().splitlines()) == 3
+    finally:
+        w.close()
+
+
+def test_an_isolated_call_whose_child_never_ran_python_is_started_again(tmp_path, monkeypatch):
+    import multiprocessing.resource_tracker
+    import multiprocessing.spawn
+
+    from autotune.kernel.isolated import run_isolated
+
+    script, count = _exec_wrapper(tmp_path, 2)
+    multiprocessing.resource_tracker.ensure_running()
+    monkeypatch.setattr(multiprocessing.spawn, "_python_exe", os.fsencode(script))
+    kwargs = dict(path="k.py", doing="checking", timeout_s=120, timeout_hint="AUTOTUNE_START_TIMEOUT")
+    assert run_isolated(len, "abcd", **kwargs) == 4  # the third start ran it
+    assert len(count.read_text().splitlines()) == 3
+    count.write_text("")
+    script.write_text(script.read_text().replace("-le 2", "-le 9"))
+    with pytest.raises(KernelFileError, match="k.py: the process checking exited with code 255"):
+        run_isolated(len, "abcd", **kwargs)
+    assert len(count.read_text().splitlines()) == 3
+
+
 #: a CPU kernel whose config is its number of small ops (each one a profiler event when ops are recorded)
 MANY_OPS = textwrap.dedent(
     """

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autotune.errors import AutotuneError, KernelFileError
+from autotune.procs import EXEC_FAILED, EXEC_TRIES
 
 __all__ = ["run_isolated"]
 
@@ -37,6 +38,28 @@ def run_isolated(
     ``timeout_hint`` says which settings make up ``timeout_s``."""
     from autotune.engine.worker import _signal_name
 
+    for attempt in range(1, EXEC_TRIES + 1):
+        kind, payload = _run_child(fn, args, timeout_s)
+        if kind != "died" or payload != EXEC_FAILED or attempt == EXEC_TRIES:
+            break  # a child that never ran Python (EXEC_FAILED) is started again
+    if kind == "timeout":
+        raise KernelFileError(
+            f"{path}: {doing} did not finish within {timeout_s:.0f} s ({timeout_hint}); "
+            "does the kernel file hang at import or in a launch?"
+        )
+    if kind == "died":
+        raise KernelFileError(
+            f"{path}: the process {doing} {_signal_name(payload)} (does the file exit or crash at import?)"
+        )
+    if kind == "raise":
+        raise payload
+    if kind == "error":
+        raise KernelFileError(f"{path}: {doing} failed: {payload}")
+    return payload
+
+
+def _run_child(fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
+    """(kind, payload): the child's own answer, ("timeout", None) or ("died", its exit code)."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(child, fn, args), daemon=True)
@@ -44,23 +67,12 @@ def run_isolated(
     child.close()
     try:
         if not parent.poll(timeout_s):
-            raise KernelFileError(
-                f"{path}: {doing} did not finish within {timeout_s:.0f} s ({timeout_hint}); "
-                "does the kernel file hang at import or in a launch?"
-            )
+            return "timeout", None
         try:
-            kind, payload = parent.recv()
+            return parent.recv()
         except (EOFError, OSError):
             proc.join(timeout=5)
-            raise KernelFileError(
-                f"{path}: the process {doing} {_signal_name(proc.exitcode)} "
-                "(does the file exit or crash at import?)"
-            ) from None
-        if kind == "raise":
-            raise payload
-        if kind == "error":
-            raise KernelFileError(f"{path}: {doing} failed: {payload}")
-        return payload
+            return "died", proc.exitcode
     finally:
         if proc.is_alive():
             proc.kill()
