@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import signal
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["EXEC_FAILED", "EXEC_TRIES", "shielded", "start_shielded"]
+__all__ = ["EXEC_FAILED", "EXEC_TRIES", "ensure_resource_tracker", "shielded", "start_shielded"]
 
 #: the exit code of a spawn-ed child whose exec failed: multiprocessing's fork_exec writes the errno to a
 #: pipe nobody reads and the child exits 255 before Python runs, silently (a transient refusal seen once in
@@ -43,3 +44,18 @@ def start_shielded(proc: Any) -> None:
         proc.start()
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def ensure_resource_tracker() -> None:
+    """multiprocessing's resource tracker started and alive, before this process creates a queue, an event or a
+    lock for a child. Each of those registers with the tracker through a pipe; when the tracker's own exec
+    failed (``EXEC_FAILED``), that write raised BrokenPipeError, which click turns into a silent exit 1 (no
+    message, seen once in CI). ``ensure_running`` starts the tracker when there is none; called again, it
+    writes a probe and starts a new one if the last is dead (its warning about resources that might leak is
+    moot: a tracker that never ran tracked none)."""
+    from multiprocessing import resource_tracker
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(EXEC_TRIES):
+            resource_tracker.ensure_running()

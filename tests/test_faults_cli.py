@@ -174,3 +174,40 @@ def test_replay_of_a_good_landscape_still_runs(tmp_path):
     proc = autotune("replay", land, "--strategy", "random", "--trials", "2", "--seeds", "1")
     assert proc.returncode == 0, proc.stderr
     assert "nan" not in proc.stdout and "-100" not in proc.stdout
+
+
+#: a command of ours that meets a broken pipe (as a search did when multiprocessing's resource tracker never
+#: started: typer's handler for `| head` exited 1 without a word)
+BROKEN_PIPE_SCRIPT = """
+import sys
+import autotune.cli as cli
+
+@cli.app.command("boom")
+def boom() -> None:
+    raise BrokenPipeError(32, "Broken pipe")
+
+sys.argv = ["autotune", "boom"]
+cli.main()
+"""
+
+
+def test_a_broken_pipe_of_ours_is_an_internal_error_and_a_closed_stdout_stays_quiet():
+    def run(stdout):
+        return subprocess.run(
+            [sys.executable, "-c", BROKEN_PIPE_SCRIPT],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+
+    ours = run(subprocess.PIPE)
+    assert ours.returncode == 3 and "internal error" in ours.stderr, ours.stderr
+    assert "a pipe to a child process broke" in ours.stderr
+    read, write = os.pipe()
+    os.close(read)  # `autotune trials | head` after head exited
+    try:
+        quiet = run(write)
+    finally:
+        os.close(write)
+    assert quiet.returncode == 1 and quiet.stderr == "", quiet.stderr

@@ -139,6 +139,52 @@ def test_an_isolated_call_whose_child_never_ran_python_is_started_again(tmp_path
     assert len(count.read_text().splitlines()) == 3
 
 
+#: multiprocessing's resource tracker whose first start fails at exec (the exec of a path that does not exist,
+#: waited for, so the tracker is dead before anything writes to it); then a lock made for a child, which
+#: registers with the tracker; ``ensure`` calls ``ensure_resource_tracker`` first
+TRACKER_SCRIPT = """
+import multiprocessing as mp, os, sys
+from multiprocessing import util
+
+real, starts = util.spawnv_passfds, []
+
+def flaky(path, args, passfds):
+    starts.append(path)
+    if len(starts) > 1:
+        return real(path, args, passfds)
+    pid = real(b"/nonexistent/python", [b"/nonexistent/python", *args[1:]], passfds)
+    os.waitpid(pid, 0)
+    return pid
+
+util.spawnv_passfds = flaky
+if sys.argv[1] == "ensure":
+    from autotune.procs import ensure_resource_tracker
+
+    ensure_resource_tracker()
+try:
+    mp.get_context("spawn").Lock()
+except BrokenPipeError:
+    print("broken pipe", len(starts))
+else:
+    print("ok", len(starts))
+"""
+
+
+def test_a_resource_tracker_that_never_ran_is_started_again_before_a_lock_needs_it():
+    import subprocess
+    import sys
+
+    def run(mode):
+        out = subprocess.run(
+            [sys.executable, "-c", TRACKER_SCRIPT, mode], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    assert run("plain") == ["broken", "pipe", "1"]  # what a search died of, silently (click: exit 1)
+    assert run("ensure") == ["ok", "2"]
+
+
 #: a CPU kernel whose config is its number of small ops (each one a profiler event when ops are recorded)
 MANY_OPS = textwrap.dedent(
     """

@@ -32,6 +32,23 @@ class _Commands(TyperGroup):
             fail(str(exc))
         except KeyboardInterrupt:
             fail("interrupted; every finished trial is stored, run the same command to resume", code=130)
+        except BrokenPipeError as exc:
+            if _stdout_gone():
+                raise  # `autotune trials ... | head`: typer's quiet exit 1 is right
+            # a pipe to a child of ours: typer would exit 1 without a word (seen once in CI); say it
+            raise RuntimeError(f"a pipe to a child process broke: {exc}") from exc
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe nobody reads any more (poll flags POLLERR on such a write end)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 app = typer.Typer(

@@ -22,7 +22,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from autotune.procs import shielded, start_shielded
+from autotune.procs import ensure_resource_tracker, shielded, start_shielded
 from autotune.trial import TrialResult
 
 if TYPE_CHECKING:
@@ -245,6 +245,7 @@ class StudyWriter:
     ):
         """``study_attrs``: the study's user attributes (kernel, shape, device: what its hash name hides)."""
         ctx = mp.get_context("spawn")
+        ensure_resource_tracker()
         self._q = ctx.Queue()
         self._done = ctx.Queue()
         self._ready = ctx.Event()
