@@ -7,13 +7,21 @@ terminated at exit), so an interrupt is one decision in one place. SIGTERM and S
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["EXEC_FAILED", "EXEC_TRIES", "ensure_resource_tracker", "shielded", "start_shielded"]
+__all__ = [
+    "EXEC_FAILED",
+    "ExecFailed",
+    "ensure_resource_tracker",
+    "shielded",
+    "start_shielded",
+    "started_again",
+]
 
 #: the exit code of a spawn-ed child whose exec failed: multiprocessing's fork_exec writes the errno to a
 #: pipe nobody reads and the child exits 255 before Python runs, silently (a transient refusal seen once in
@@ -22,6 +30,26 @@ __all__ = ["EXEC_FAILED", "EXEC_TRIES", "ensure_resource_tracker", "shielded", "
 EXEC_FAILED = 255
 #: starts of such a child in all before its failure is reported
 EXEC_TRIES = 3
+
+_T = TypeVar("_T")
+log = logging.getLogger("autotune.procs")
+
+
+class ExecFailed(Exception):
+    """A child exited with ``EXEC_FAILED`` before it said anything: it never ran Python."""
+
+
+def started_again(start: Callable[[], _T], what: str) -> _T:
+    """``start()`` (which starts a child and waits for its first word), called again while it raises
+    ``ExecFailed``, ``EXEC_TRIES`` times in all; the last ``ExecFailed`` propagates."""
+    for attempt in range(1, EXEC_TRIES + 1):
+        try:
+            return start()
+        except ExecFailed:
+            if attempt == EXEC_TRIES:
+                raise
+            log.warning("%s exited before Python ran (exec failed): starting it again", what)
+    raise AssertionError("unreachable")
 
 
 def shielded(target: Callable[..., Any], *args: Any) -> Any:

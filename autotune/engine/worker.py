@@ -40,7 +40,7 @@ from autotune.engine.messages import (
     WorkerInfo,
 )
 from autotune.errors import AutotuneError, KernelFileError
-from autotune.procs import EXEC_FAILED, EXEC_TRIES, shielded, start_shielded
+from autotune.procs import EXEC_FAILED, EXEC_TRIES, ExecFailed, shielded, start_shielded, started_again
 from autotune.trial import TrialResult, TrialStatus
 
 log = logging.getLogger("autotune.worker")
@@ -428,10 +428,6 @@ def _child_device(device: str, env: dict[str, str]) -> tuple[str, dict[str, str]
     return "cuda", {**env, "CUDA_VISIBLE_DEVICES": env.get("CUDA_VISIBLE_DEVICES", physical)}
 
 
-class _ExecFailed(Exception):
-    """The child never ran Python (``EXEC_FAILED``): worth starting it again."""
-
-
 class Worker:
     """Parent-side handle of an evaluation child (an ``Evaluator``). Replaces the child after a crash, a
     hang or a sticky CUDA error; the next job starts a fresh one.
@@ -488,20 +484,21 @@ class Worker:
             spare[0].join(timeout=5)
             spare[1].close()
             spare = None  # it died in standby: start afresh (its error, if any, shows again)
-        for attempt in range(1, EXEC_TRIES + 1):
+
+        def attempt() -> WorkerInfo:
+            nonlocal spare
             self._proc, self._conn = spare if spare is not None else self._spawn()
             spare = None
-            try:
-                info = self._await_ready()
-                break
-            except _ExecFailed:
-                if attempt == EXEC_TRIES:
-                    raise KernelFileError(
-                        f"{self.kernel_path}: the worker exited with code {EXEC_FAILED} before it was ready, "
-                        f"{EXEC_TRIES} times: either the system refused to run the interpreter (out of memory "
-                        "or processes?) or the kernel file exits with that code at import"
-                    ) from None
-                log.warning("the worker process exited before Python ran (exec failed): starting it again")
+            return self._await_ready()
+
+        try:
+            info = started_again(attempt, "the worker process")
+        except ExecFailed:
+            raise KernelFileError(
+                f"{self.kernel_path}: the worker exited with code {EXEC_FAILED} before it was ready, "
+                f"{EXEC_TRIES} times: either the system refused to run the interpreter (out of memory "
+                "or processes?) or the kernel file exits with that code at import"
+            ) from None
         if self.standby:
             self._spare = self._spawn()
         return info
@@ -521,7 +518,7 @@ class Worker:
             code = self._reap()
             self._kill()
             if code == EXEC_FAILED:
-                raise _ExecFailed from None
+                raise ExecFailed from None
             raise KernelFileError(
                 f"{self.kernel_path}: the worker died while loading the kernel file ({_signal_name(code)})"
             ) from None

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autotune.errors import AutotuneError, KernelFileError
-from autotune.procs import EXEC_FAILED, EXEC_TRIES
+from autotune.procs import EXEC_FAILED, ExecFailed, started_again
 
 __all__ = ["run_isolated"]
 
@@ -38,10 +38,10 @@ def run_isolated(
     ``timeout_hint`` says which settings make up ``timeout_s``."""
     from autotune.engine.worker import _signal_name
 
-    for attempt in range(1, EXEC_TRIES + 1):
-        kind, payload = _run_child(fn, args, timeout_s)
-        if kind != "died" or payload != EXEC_FAILED or attempt == EXEC_TRIES:
-            break  # a child that never ran Python (EXEC_FAILED) is started again
+    try:
+        kind, payload = started_again(lambda: _run_child(fn, args, timeout_s), "the isolated process")
+    except ExecFailed:
+        kind, payload = "died", EXEC_FAILED
     if kind == "timeout":
         raise KernelFileError(
             f"{path}: {doing} did not finish within {timeout_s:.0f} s ({timeout_hint}); "
@@ -59,7 +59,8 @@ def run_isolated(
 
 
 def _run_child(fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> tuple[str, Any]:
-    """(kind, payload): the child's own answer, ("timeout", None) or ("died", its exit code)."""
+    """(kind, payload): the child's own answer, ("timeout", None) or ("died", its exit code); ``ExecFailed``
+    when it never ran Python."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(child, fn, args), daemon=True)
@@ -72,6 +73,8 @@ def _run_child(fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) 
             return parent.recv()
         except (EOFError, OSError):
             proc.join(timeout=5)
+            if proc.exitcode == EXEC_FAILED:
+                raise ExecFailed from None
             return "died", proc.exitcode
     finally:
         if proc.is_alive():
