@@ -254,3 +254,62 @@ def test_the_rule_waits_for_the_neighbours_it_asked_for_but_not_forever():
         lost.observe(TrialResult(TrialStatus.OK, c, time_s=2.0))
     lost._checked_at = -math.inf
     assert lost.check()
+
+
+def test_a_stall_asks_the_strategy_to_change_course_once_before_it_stops():
+    """The model stays unsure (a bound of 100 %) and nothing beats the first result: at the first stall the
+    rule asks the strategy to change course, and the stall counts again from there; a strategy with nothing
+    left to change lets the next stall stop the search."""
+    space = Space.from_dict(SPACE)
+    rule = StoppingRule(
+        StopSettings(min_evals=1, patience=2, noise=0.01, neighbours=False), space, FACTS, None
+    )
+    rule._bound = lambda: 1.0
+    asked: list[int] = []
+
+    def change_course() -> bool:
+        asked.append(rule.results)
+        return len(asked) == 1  # dropped what it followed the first time; nothing left the second
+
+    rule.change_course = change_course
+    stopped_at = None
+    for i, c in enumerate(list(space.enumerate(FACTS))[:60]):
+        rule.observe(TrialResult(TrialStatus.OK, c, time_s=1.0 if i == 0 else 2.0))
+        if rule.check():
+            stopped_at = rule.results
+            break
+    k = stopping.STALL_FACTOR * 2
+    assert len(asked) == 2 and asked[0] > k  # the first stall: more than 4 x patience results without a gain
+    assert asked[1] - asked[0] > k  # counted again from the change of course
+    assert stopped_at == asked[1] and rule.reason == stopping.STALLED
+
+
+def test_auto_drops_a_prior_it_followed_into_a_stall_and_goes_on(monkeypatch):
+    """Another shape's sweep with the target's own times: the prior leads straight to the best, the rough
+    landscape keeps the model's bound wide, so the search stalls there. ``auto`` then drops the prior (once)
+    and searches on until the next stall; told not to, it stops at the first."""
+    from autotune.search.auto import AutoSampler, AutoStrategy
+    from autotune.search.base import HistoryPoint
+
+    monkeypatch.setenv("AUTOTUNE_STOP_MIN", "8")
+    monkeypatch.setenv("AUTOTUNE_STOP_PATIENCE", "4")
+    land = landscape(rough)
+    hist = [HistoryPoint({"N": 512}, r.config, r.time_s, 1.0) for r in land.results.values()]
+    dropped: list[float] = []
+    drop = AutoSampler.drop_prior
+
+    def spy(self):
+        trust = self.trust
+        if drop(self):
+            dropped.append(trust)
+            return True
+        return False
+
+    monkeypatch.setattr(AutoSampler, "drop_prior", spy)
+    on = replay_one(land, "auto", None, 0, hist, None, depth=4)
+    assert len(dropped) == 1 and dropped[0] > 0  # a prior still trusted, dropped once
+    monkeypatch.setattr(AutoStrategy, "change_course", lambda self: False)
+    off = replay_one(land, "auto", None, 0, hist, None, depth=4)
+    assert off.stop_reason == on.stop_reason == stopping.STALLED
+    # the change comes at the first stall, where the search without it asks the best's neighbours and stops
+    assert on.evaluations > off.evaluations

@@ -121,6 +121,7 @@ class AutoSampler(BaseSampler):
         self.has_prior = False
         #: the prior's weight: what the history earned, then how it ranks this shape's results
         self.trust0 = self.trust = 0.0
+        self.dropped = False  # the prior led the search into a stall and is ignored from then on
         self.tau: float | None = None
         self.seeds: list[int] = []  # pool indices to try first: best configs of the nearest shapes
         if ctx.history and len(ctx.history) >= MIN_HISTORY and self.pool:
@@ -280,7 +281,7 @@ class AutoSampler(BaseSampler):
         fresh = key != self._fit_key
         if fresh:
             self._fit_key, self._mean = key, None
-            if self.has_prior:
+            if self.has_prior and not self.dropped:
                 self.trust, self.tau = prior_trust(self.prior[idx], log_t, self.trust0)
         prior = self.trust * self.prior
         wrong = self.tau is not None and self.tau <= 0  # the prior ranks this shape's results wrong
@@ -302,6 +303,21 @@ class AutoSampler(BaseSampler):
         score = np.where(free, prior + mean - KAPPA * sd, np.inf)
         c = self._cover(blocked, score, free) if cover else None
         return c if c is not None else int(score.argmin())
+
+    def drop_prior(self) -> bool:
+        """Ignore the prior for the rest of the search, if it is still followed (True: dropped now). A prior
+        can rank a shape's results fairly overall and still put its best region low; once the search has
+        stalled where it points, only the GP and the coverage picks can leave."""
+        if not self.has_prior or self.dropped or self.trust <= 0:
+            return False
+        log.info(
+            "%s: stalled where the prior points (trust %.2f); the prior is dropped",
+            self.ctx.shape,
+            self.trust,
+        )
+        self.dropped = True
+        self.trust, self._fit_key, self._mean = 0.0, None, None
+        return True
 
     def _cover(self, blocked: set[int], score: np.ndarray, free: np.ndarray) -> int | None:
         """A free candidate holding a parameter value no chosen config holds yet: alternately the
@@ -354,7 +370,12 @@ class AutoSampler(BaseSampler):
 
 class AutoStrategy(OptunaStrategy):
     def __init__(self, ctx: StrategyContext):
-        super().__init__(ctx, AutoSampler(ctx))
+        self.auto = AutoSampler(ctx)
+        super().__init__(ctx, self.auto)
+
+    def change_course(self) -> bool:
+        """At a stall (``stopping.StoppingRule``): drop a prior still followed, once; the GP alone goes on."""
+        return self.auto.drop_prior()
 
 
 INFO = StrategyInfo(

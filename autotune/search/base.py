@@ -78,7 +78,9 @@ class StrategyContext:
 class Strategy(Protocol):
     """Proposes configs and learns from results. The search loop filters what it proposes (invalid,
     already known, claimed by another process) and tells every proposal back. What the loop needs to know
-    of a strategy beyond this is declared in its ``StrategyInfo``."""
+    of a strategy beyond this is declared in its ``StrategyInfo``. A strategy may also define
+    ``change_course() -> bool``: the stopping rule asks it at a stall, before stopping, to leave what it
+    followed (``auto`` drops its prior); True means it did, and the stall starts over."""
 
     def propose(self, n: int) -> list[dict[str, Any]]:
         """Up to ``n`` configs to evaluate next (fewer, or none when it has nothing left)."""

@@ -17,6 +17,13 @@ best they find (live on the H200 the GP called a search converged 3.7 % off the 
 one pipeline stage from the one it stopped at; a model's bound cannot see a lone narrow optimum, a local
 check can, for at most a few evaluations per best);
 
+A stall is not taken as the answer while the strategy still follows the store's history: a strategy that
+defines ``change_course()`` (``auto``: drop its prior) is asked first, once, and the stall starts over. Replayed
+with another GPU's partial searches in the store (the H200's 40-evaluation searches for an H100 target), the
+prior ranked the target's results fairly (Kendall's tau 0.2-0.3, trust 0.5-0.7) but put its best region low:
+two of four seeds stalled 12.5-13.1 % off, where the empty store found the best by 80 evaluations (bench/RESULTS.md
+section 31).
+
 never before a floor (``min`` evaluations of the key, or every valid config when fewer), never after a
 ceiling (``max`` new evaluations) nor a wall-time ceiling (as Kernel Tuner's ``time_limit``), whichever comes
 first. The noise is the larger of a floor (``noise``: run-to-run differences of a median on a GPU are about
@@ -31,7 +38,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +123,10 @@ class StoppingRule:
         self._wanted: list[dict[str, Any]] = []
         self._asked: dict[str, int] = {}  # config hash -> results when asked
         self.polished = 0
+        #: called at a stall: True when the strategy changed course (it dropped the history it followed),
+        #: and the stall starts over (``check``); None or False: the stall stops the search
+        self.change_course: Callable[[], bool] | None = None
+        self._since = 0  # the result from which a stall counts
 
     # -- what it is told
 
@@ -140,7 +151,7 @@ class StoppingRule:
     def stalled(self, factor: int = 1) -> bool:
         """The last ``factor`` x ``patience`` results improved the best by no more than the noise."""
         k = self.s.patience * factor
-        if len(self.best_after) <= k or not math.isfinite(self.best_after[-1]):
+        if len(self.best_after) - self._since <= k or not math.isfinite(self.best_after[-1]):
             return False
         before = self.best_after[-k - 1]
         return not math.isfinite(before) or before <= self.best_after[-1] * (1.0 + self.noise)
@@ -159,6 +170,9 @@ class StoppingRule:
         if self.bound is not None and self.bound <= self.noise:
             verdict = CONVERGED
         elif self.stalled(STALL_FACTOR):
+            if self.change_course is not None and self.change_course():
+                self._since = self.results
+                return False
             verdict = STALLED
         else:
             return False

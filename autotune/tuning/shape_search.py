@@ -163,6 +163,8 @@ class ShapeSearch:
             self.strategy = _Timed(
                 self._make_strategy(history or partial(load_history, store.history), listed)
             )
+            if self.stopper is not None:  # a stall asks the strategy to change course first (``stopping``)
+                self.stopper.change_course = getattr(self.strategy.inner, "change_course", None)
         self._reset(listed is None or (self.default is not None and self.default in listed))
 
     # -- set-up
@@ -699,26 +701,26 @@ class _Timed:
     """A strategy whose own seconds (``propose`` and ``tell``) are counted for the report's time split."""
 
     def __init__(self, strategy: Any):
-        self._s = strategy
+        self.inner = strategy
         self.seconds = 0.0
 
     def propose(self, n: int) -> list[dict[str, Any]]:
         t0 = time.monotonic()
         try:
-            return self._s.propose(n)
+            return self.inner.propose(n)
         finally:
             self.seconds += time.monotonic() - t0
 
     def tell(self, config: dict[str, Any], result: TrialResult | None) -> None:
         t0 = time.monotonic()
         try:
-            self._s.tell(config, result)
+            self.inner.tell(config, result)
         finally:
             self.seconds += time.monotonic() - t0
 
     @property
     def exhausted(self) -> bool:
-        return self._s.exhausted
+        return self.inner.exhausted
 
 
 def at_time(res: TrialResult, time_s: float | None) -> TrialResult:
