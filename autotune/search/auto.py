@@ -26,6 +26,10 @@ work as with TPE. Per shape:
    that does not lean on the prior's favourites). A prior trained on other shapes cannot rank what none
    of them favoured: replayed leave-one-shape-out, split-K (slow on every large shape) stayed untried for
    36 of 40 evaluations at M=64, K=7168 without it (47 % regret at 40; 0.15 % with it).
+6. **At a stall** (``stopping``: the search stalled, the model's bound still wide): a prior still followed is
+   dropped for the rest of the search (``change_course``), once. A prior can rank a shape's results fairly and
+   still put its best region low (an H100 searched with the H200's partial searches in the store: 12.5 % off
+   at the stall; bench/RESULTS.md section 31).
 
 It proposes as many configs as keep the pipeline full (the search loop asks for them: a compile worker that
 waits for a model costs more than a proposal chosen without the newest results)."""
