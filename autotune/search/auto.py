@@ -374,12 +374,11 @@ class AutoSampler(BaseSampler):
 
 class AutoStrategy(OptunaStrategy):
     def __init__(self, ctx: StrategyContext):
-        self.auto = AutoSampler(ctx)
-        super().__init__(ctx, self.auto)
+        super().__init__(ctx, AutoSampler(ctx))
 
     def change_course(self) -> bool:
         """At a stall (``stopping.StoppingRule``): drop a prior still followed, once; the GP alone goes on."""
-        return self.auto.drop_prior()
+        return self.study.sampler.drop_prior()
 
 
 INFO = StrategyInfo(
