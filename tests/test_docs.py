@@ -68,8 +68,9 @@ def resolve(page: Path, target: str) -> tuple[Path, str]:
     return ((page.parent / path).resolve() if path else page), anchor
 
 
-#: the pages the README promises (issue 18)
+#: the pages the README promises (issue 18; benchmarks.md: issue 42)
 EXPECTED = [
+    "benchmarks",
     "contract",
     "spaces",
     "strategies",
@@ -85,6 +86,59 @@ EXPECTED = [
 
 def test_the_docs_exist():
     assert {f"{name}.md" for name in EXPECTED} <= {p.name for p in DOCS}
+
+
+# ---------------------------------------------------------------- the README's first screen (issue 42)
+
+
+def test_the_readme_starts_short():
+    """A newcomer's page: at most 150 lines, and at most 250 words before the first section (what it does and
+    why, not figures)."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150
+    assert len(text[: text.index("\n## ")].split()) <= 250
+
+
+def _shell_lines(page: Path) -> list[str]:
+    blocks = re.findall(r"^```(?:bash|sh)\n(.*?)^```", page.read_text(), re.M | re.S)
+    return [line.split("#")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_shows_its_two_set_up_commands_with_the_venv_activated():
+    """The main job and CI's test command as the README gives them, and the venv activated before any bare
+    ``autotune`` command (else: ``autotune: command not found``)."""
+    lines = _shell_lines(README)
+    assert "bash .ci/setup && bash .ci/test" in README.read_text()
+    main_job = "autotune search examples/matmul_cpu.py --device cpu --trials 20"
+    assert any(line.startswith(main_job) for line in lines)
+    activate = next(i for i, line in enumerate(lines) if line == ". .venv/bin/activate")
+    first_bare = next(i for i, line in enumerate(lines) if line.startswith("autotune "))
+    assert activate < first_bare
+
+
+def test_every_autotune_command_the_readme_shows_exists():
+    import typer
+
+    from autotune.cli import app
+
+    group = typer.main.get_command(app)
+    known = set(group.commands)  # type: ignore[attr-defined]
+    shown = {line.split()[1] for line in _shell_lines(README) if line.startswith("autotune ")}
+    assert shown and shown <= known, shown - known
+
+
+def test_benchmarks_page_documents_every_benchmark_and_names_no_other():
+    """docs/benchmarks.md (at most 400 lines) shows ``python -m bench NAME`` for each module of the suite, and
+    every NAME it shows is one."""
+    sys.path.insert(0, str(ROOT))
+    from bench.__main__ import benchmarks
+
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert len(page.splitlines()) <= 400
+    named = set(re.findall(r"python3? -m bench ([a-z_0-9]+)", page))
+    suite = set(benchmarks())
+    assert named <= suite, named - suite
+    assert {b for b in suite if f"`{b}`" not in page and b not in named} == set()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())

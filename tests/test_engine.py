@@ -30,7 +30,7 @@ from autotune.tuning.tuner import Tuner
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
-LANDSCAPES = sorted((ROOT / "bench" / "landscapes").glob("gemm_fp8_*.json"))
+LANDSCAPES = sorted((ROOT / "data" / "landscapes").glob("gemm_fp8_*.json"))
 SPACE = {
     "name": "sim",
     "params": {"A": [1, 2, 3, 4, 5, 6], "B": [1, 2, 3, 4], "C": ["x", "y"]},
@@ -233,7 +233,7 @@ def test_concurrent_searchers_split_the_work(db_url):
 
 
 def test_replay_of_a_recorded_h200_landscape(sqlite_url):
-    """The simulated evaluator answers from bench/landscapes: the search finds the landscape's best."""
+    """The simulated evaluator answers from data/landscapes: the search finds the landscape's best."""
     from bench.replay import SPACE_FILE, load
 
     land = load(LANDSCAPES[0], Space.from_yaml(SPACE_FILE))
