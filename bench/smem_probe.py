@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import out_dir, parser
+from bench.common import out_dir, parser, table
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_FILE = ROOT / "examples" / "gemm_fp8.py"
@@ -345,11 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     out.write_text(json.dumps(result, indent=1))
     s = result["summary"]
-    print(
-        f"{s['compiled']} compiles ({s['compile_ok']} ok) in {result['wall_s']} s; "
-        f"{len(s['model_misses'])} shared-memory model misses; "
-        f"{len(s['spills_in_fitting'])} fitting combos spill; max regs {s['max_regs_fitting']} -> {out}"
-    )
+    rows = [
+        {"figure": "compiles (ok)", "value": f"{s['compiled']} ({s['compile_ok']})"},
+        {"figure": "seconds (median a compile)", "value": f"{result['wall_s']} ({s['compile_s_median']})"},
+        {"figure": "combinations that fit", "value": s["fits"]},
+        {"figure": "shared-memory model misses", "value": len(s["model_misses"])},
+        {"figure": "fitting combinations that spill", "value": len(s["spills_in_fitting"])},
+        {"figure": "most registers, fitting", "value": s["max_regs_fitting"]},
+    ]
+    print(table(rows, f"smem_probe (Triton {triton.__version__}, sm_90 cross-compiled; full results: {out})"))
     return 0
 
 
