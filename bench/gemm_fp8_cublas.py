@@ -5,6 +5,7 @@ of its implementations), the best Triton config and the best overall beside cuBL
 
     python -m bench gemm_fp8_cublas                    # needs a CUDA GPU; ~5 minutes
     python -m bench gemm_fp8_cublas --trials 20 --shape-seconds 3  # quicker
+    TRITON_INTERPRET=1 python -m bench gemm_fp8_cublas --device cpu --shape M=32,N=48,K=64 --trials 2  # a dry run
 
 Steps, each in its own process: cuBLASLt alone on every shape (``--step baseline``, a cross-check); a search
 of every shape from 17 seed configs (cuBLASLt as ``IMPL=scaled_mm``, tiles that won before, split-K reduced
@@ -333,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=60, help="the default strategy's evaluations per shape")
     ap.add_argument("--shape-seconds", type=float, default=7, help="the default strategy's seconds per shape")
     ap.add_argument("--calls", type=int, default=100, help="stress: calls per config")
+    ap.add_argument(
+        "--device", default="cuda", help="cpu: a dry run of the searches and the table (TRITON_INTERPRET=1)"
+    )
+    ap.add_argument("--shape", action="append", default=[], help="search these shapes only (default: all 18)")
     ap.add_argument("--step", choices=("baseline", "table", "stress"), help="(internal) one step, in --out")
     argv = list(sys.argv[1:] if argv is None else argv)
     args = ap.parse_args(argv)
@@ -340,16 +345,19 @@ def main(argv: list[str] | None = None) -> int:
         return run_step(args)
     out = out_dir(args, "gemm_fp8_cublas")
     (out / "tune.db").unlink(missing_ok=True)
-    codes = {"baseline": step("baseline", out, timeout=120)}
+    gpu = args.device != "cpu"  # cuBLASLt alone and the stress run need the GPU
+    codes = {"baseline": step("baseline", out, timeout=120)} if gpu else {}
     seeds = out / "seeds.json"
     seeds.write_text(json.dumps(SEEDS, indent=1))
     env = cold_env()
-    common = [KERNEL_FILE, "--db", out / "tune.db"]
+    shapes = [a for s in args.shape for a in ("--shape", s)]
+    common = [KERNEL_FILE, "--device", args.device, *shapes, "--db", out / "tune.db"]
     codes["seeds"] = autotune(["search", *common, "--configs", seeds], out / "seeds_search.log", env=env).rc
     tpe = ["--trials", str(args.trials), "--timeout", str(args.shape_seconds), "--seed", "0"]
     codes["search"] = autotune(["search", *common, *tpe], out / "search.log", env=env).rc
     codes["table"] = step("table", out)
-    codes["stress"] = step("stress", out, "--calls", str(args.calls))
+    if gpu:
+        codes["stress"] = step("stress", out, "--calls", str(args.calls))
     res = json.loads((out / "gemm_table.json").read_text()) if (out / "gemm_table.json").exists() else []
     rows = []
     for r in res:

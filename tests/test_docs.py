@@ -1,6 +1,8 @@
-"""The documentation (README.md and docs/*.md): every relative link resolves, to a file and to a heading;
-every page of docs/ is linked from the README; every Python block parses; and the examples of
-docs/extending.md marked ``<!-- doctest: ... -->`` run as written.
+"""The documentation (README.md, docs/*.md, data/README.md): every relative link resolves, to a file and to a
+heading; every page of docs/ is linked from the README; every Python block parses; the README's first screen
+stays short, shows its two set-up commands with the venv activated and names only real commands;
+docs/benchmarks.md documents exactly the benchmarks of bench/; and the examples of docs/extending.md marked
+``<!-- doctest: ... -->`` run as written.
 
 Markers: ``<!-- doctest: write NAME -->`` before a Python block writes it to NAME in the example's folder;
 ``<!-- doctest: run -->`` runs the block there as a script (after every ``write`` block of the page), and
@@ -22,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-PAGES = [README, *DOCS]
+PAGES = [README, *DOCS, ROOT / "data" / "README.md"]
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
 _CODE_SPAN = re.compile(r"`[^`]+`")
