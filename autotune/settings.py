@@ -172,7 +172,7 @@ class WarmUp:
 
     The seed recipe's whole round (as many as timed) is there for the GPU's state: CUPTI's start-up and the
     clocks' ramp after idle. A timing worker that measured a moment ago has that state already, and on an
-    H100 the round was 9 of a measurement's 21 ms (gemm_fp8, mean kernel 121 us; bench/RESULTS.md section 24):
+    H100 the round was 9 of a measurement's 21 ms (gemm_fp8, mean kernel 121 us):
     then a short warm-up does, and the clocks watch (``throttle``) still re-takes a measurement on a low clock."""
 
     #: calls before the timed ones when the GPU is warm (0: always the whole round)
@@ -338,7 +338,7 @@ class SearchSettings:
     #: racing: a measurement whose first ``race_calls`` timed calls put its config over ``race`` x the
     #: shape's best so far stops there (0 = off). Such a config cannot be the best, and those calls already
     #: rank it within ~1 %; the rest of ``num_tests`` would only add precision nobody reads (on an H100, a
-    #: measurement's 30 timed calls were ~a quarter of its cost, more for slow configs: RESULTS section 24).
+    #: measurement's 30 timed calls were ~a quarter of its cost, more for slow configs).
     #: The best and every config near it get all ``num_tests``; finalists are re-timed without racing.
     race: float = _default("AUTOTUNE_RACE", env_float, 1.25)
     race_calls: int = _default("AUTOTUNE_RACE_CALLS", env_int, 10, minimum=1)

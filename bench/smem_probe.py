@@ -1,4 +1,4 @@
-"""Learn the resource limits of examples/gemm_fp8.py by cross-compiling it for sm_90 on a CPU.
+"""The resource limits of examples/gemm_fp8.py, learnt by cross-compiling it for sm_90 on a CPU (no GPU).
 
 Every distinct (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, USE_TMA, SPLIT_K > 1) combination is
 compiled once with Triton's real sm_90 pipeline (``triton.compile(ASTSource(...), target=GPUTarget("cuda",
@@ -23,7 +23,11 @@ What is probed:
 
 GROUP_M is a scalar in the tile-order arithmetic only; it is fixed at 8 here.
 
-    PYTHONPATH=. .venv/bin/python bench/smem_probe.py --out bench/results/smem_probe_sm90.json
+    python -m bench smem_probe                        # --out DIR/smem_probe/smem_probe_sm90.json
+    python -m bench smem_probe --variants fused,atomic,persistent   # ... smem_probe_sm90_variants.json
+
+The recorded probes that search_spaces/gemm_fp8.yaml's constraints and tests/test_gemm_fp8.py rest on are
+data/probes/smem_probe_sm90.json and data/probes/smem_probe_sm90_variants.json (copy a new run there).
 
 One compile at a time, in one worker process (restarted after a compile that outlasts --timeout).
 """
@@ -44,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import out_dir, parser, table
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_FILE = ROOT / "examples" / "gemm_fp8.py"
 SMEM_H200 = 232_448
@@ -57,7 +63,7 @@ _backend: Any = None
 _target: Any = None
 
 
-def _init_worker(cache_dir: str) -> None:
+def init_worker(cache_dir: str) -> None:
     os.environ["TRITON_CACHE_DIR"] = cache_dir  # fresh cache: every compile is a real one
     os.environ.pop("TRITON_INTERPRET", None)
     sys.path.insert(0, str(ROOT))
@@ -265,9 +271,8 @@ def summarize(rows: list[dict[str, Any]], limit: int) -> dict[str, Any]:
     return s
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "smem_probe_sm90.json"))
+def main(argv: list[str] | None = None) -> int:
+    ap = parser("smem_probe", __doc__)
     ap.add_argument("--max-stages", type=int, default=6)
     ap.add_argument("--limit", type=int, default=SMEM_H200, help="shared memory per block (bytes)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per compile")
@@ -277,7 +282,7 @@ def main() -> None:
     ap.add_argument(
         "--variants",
         default="",
-        help="probe the IMPL variants instead (fused,atomic,persistent); e.g. --out bench/results/smem_probe_sm90_variants.json",
+        help="probe the IMPL variants instead (fused,atomic,persistent)",
     )
     ap.add_argument(
         "--tma-store",
@@ -286,7 +291,8 @@ def main() -> None:
         help="persistent: TMA_STORE values to probe",
     )
     ap.add_argument("--only", type=int, default=0, help="probe only the first N combinations (a smoke test)")
-    args = ap.parse_args()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = ap.parse_args(argv)
 
     todo = combos(args)
     if args.only:
@@ -295,11 +301,12 @@ def main() -> None:
 
     cache = tempfile.mkdtemp(prefix="smem_probe_cache_")
     ctx = mp.get_context("spawn")
-    pool = ctx.Pool(1, initializer=_init_worker, initargs=(cache,), maxtasksperchild=200)
+    pool = ctx.Pool(1, initializer=init_worker, initargs=(cache,), maxtasksperchild=200)
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = out_dir(args, "smem_probe") / (
+        "smem_probe_sm90_variants.json" if args.variants else "smem_probe_sm90.json"
+    )
     try:
         for i, c in enumerate(todo):
             job = pool.apply_async(compile_one, (c,))
@@ -307,11 +314,11 @@ def main() -> None:
                 r = job.get(timeout=args.timeout)
             except mp.TimeoutError:
                 pool.terminate()
-                pool = ctx.Pool(1, initializer=_init_worker, initargs=(cache,), maxtasksperchild=200)
+                pool = ctx.Pool(1, initializer=init_worker, initargs=(cache,), maxtasksperchild=200)
                 r = {"ok": False, "error": f"timeout after {args.timeout:.0f} s", "compile_s": args.timeout}
             except Exception as exc:  # the worker died (e.g. killed for memory)
                 pool.terminate()
-                pool = ctx.Pool(1, initializer=_init_worker, initargs=(cache,), maxtasksperchild=200)
+                pool = ctx.Pool(1, initializer=init_worker, initargs=(cache,), maxtasksperchild=200)
                 r = {"ok": False, "error": f"worker died: {type(exc).__name__}: {exc}"}
             row = {**c, **r}
             rows.append(row)
@@ -338,12 +345,17 @@ def main() -> None:
     }
     out.write_text(json.dumps(result, indent=1))
     s = result["summary"]
-    print(
-        f"{s['compiled']} compiles ({s['compile_ok']} ok) in {result['wall_s']} s; "
-        f"{len(s['model_misses'])} shared-memory model misses; "
-        f"{len(s['spills_in_fitting'])} fitting combos spill; max regs {s['max_regs_fitting']} -> {out}"
-    )
+    rows = [
+        {"figure": "compiles (ok)", "value": f"{s['compiled']} ({s['compile_ok']})"},
+        {"figure": "seconds (median a compile)", "value": f"{result['wall_s']} ({s['compile_s_median']})"},
+        {"figure": "combinations that fit", "value": s["fits"]},
+        {"figure": "shared-memory model misses", "value": len(s["model_misses"])},
+        {"figure": "fitting combinations that spill", "value": len(s["spills_in_fitting"])},
+        {"figure": "most registers, fitting", "value": s["max_regs_fitting"]},
+    ]
+    print(table(rows, f"smem_probe (Triton {triton.__version__}, sm_90 cross-compiled; full results: {out})"))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -694,7 +694,7 @@ def gemm_features(
 ) -> dict[str, float]:
     """Tiles, waves over the SMs and how full the last one is, shared memory per CTA and CTAs per SM,
     K iterations per tile, padding waste, operand reuse (arithmetic intensity of a tile): the features of
-    bench/kernels/gemm_fp8_wave2.py, the same keys for every implementation. The library's config has no
+    data/kernels/gemm_fp8_wave2.py, the same keys for every implementation. The library's config has no
     tile: it is described as a 128x128x128 tiling with 4 stages and 8 warps (what cuBLASLt's nvjet kernels
     use for most of these shapes); its IMPL value tells it apart."""
     if impl_of(config) == "scaled_mm":

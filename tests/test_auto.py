@@ -88,7 +88,7 @@ def test_ordinal_parameters_are_ordered_and_snapped():
 
 def test_tpe_proposes_over_categories_and_the_database_study_keeps_numbers(sqlite_url):
     """TPE's in-memory study sees every parameter as categorical (a numeric Parzen estimator spreads a good
-    value's weight onto neighbours a GPU landscape often punishes: RESULTS section 25); ``random`` and the
+    value's weight onto neighbours a GPU landscape often punishes: docs/strategies.md); ``random`` and the
     database study (optuna-dashboard) keep the ordinal view, numbers on a log scale for pow2 choices."""
     space = Space.from_dict(SPACE)
     ctx = StrategyContext(space, FACTS, 0, None)

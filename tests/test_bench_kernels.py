@@ -1,4 +1,4 @@
-"""bench/kernels/matmul_fp16.py, the held-out kernel of issue 19's live check (bench/RESULTS.md section 26): it
+"""data/kernels/matmul_fp16.py, the held-out kernel of issue 19's live check (docs/benchmarks.md): it
 passes the kernel-file check under TRITON_INTERPRET=1, and configs other than the default compute the right
 product at a shape no tile divides (the masks)."""
 
@@ -13,7 +13,7 @@ from test_softmax_example import autotune
 pytestmark = pytest.mark.triton
 
 ROOT = Path(__file__).resolve().parents[1]
-MATMUL = str(ROOT / "bench" / "kernels" / "matmul_fp16.py")
+MATMUL = str(ROOT / "data" / "kernels" / "matmul_fp16.py")
 SHAPE = ["--shape", "M=48,N=40,K=72"]
 
 

@@ -1,6 +1,6 @@
 """The correctness check (autotune.kernel.compare_outputs): passes rounding differences, fails real bugs.
 
-Real numerics: the wave-2 gemm_fp8 (bench/kernels/gemm_fp8_wave2.py, the frozen copy the landscapes were
+Real numerics: the wave-2 gemm_fp8 (data/kernels/gemm_fp8_wave2.py, the frozen copy the landscapes were
 recorded with) runs in Triton's interpreter, in a subprocess (TRITON_INTERPRET must be set before its
 @triton.jit functions are created). Split-K configs sum fp32 partials in another order than the reference;
 a launch over a K range one tile short and a launch with a scale of 1 are the broken kernels."""
@@ -19,7 +19,7 @@ import torch
 from autotune.kernel.contract import check_metrics, compare_outputs, compare_tensors
 
 ROOT = Path(__file__).resolve().parent.parent
-FROZEN = ROOT / "bench" / "kernels" / "gemm_fp8_wave2.py"
+FROZEN = ROOT / "data" / "kernels" / "gemm_fp8_wave2.py"
 
 
 def _bf16_output(m: int = 256, n: int = 256, seed: int = 0) -> torch.Tensor:

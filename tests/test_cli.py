@@ -92,7 +92,7 @@ def test_search_json_has_every_report_field_as_before():
         "stop_reason": r.stop_reason,
         "stop_bound": r.stop_bound,
         "stop_noise": r.stop_noise,
-        # where the shape's seconds went: added with the H100 rate measurements (bench/RESULTS.md section 23)
+        # where the shape's seconds went: added with the H100 rate measurements
         "time_split": r.time_split,
     }
     got = json.loads(json.dumps(report_dict(r), default=str))
@@ -404,7 +404,7 @@ def test_space_without_facts_uses_this_machines_device():
 
 
 def test_replay_budget_is_trials_and_evaluations_a_deprecated_alias(tmp_path):
-    land = str(ROOT / "bench" / "landscapes" / "gemm_fp8_128x24576x1536.json")
+    land = str(ROOT / "data" / "landscapes" / "gemm_fp8_128x24576x1536.json")
     common = [land, "--strategy", "random", "--seeds", "1", "--depth", "2", "--no-transfer"]
     runner = CliRunner()
     new = runner.invoke(app, ["replay", *common, "--trials", "3", "--json", str(tmp_path / "new.json")])

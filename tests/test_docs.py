@@ -1,6 +1,8 @@
-"""The documentation (README.md and docs/*.md): every relative link resolves, to a file and to a heading;
-every page of docs/ is linked from the README; every Python block parses; and the examples of
-docs/extending.md marked ``<!-- doctest: ... -->`` run as written.
+"""The documentation (README.md, docs/*.md, data/README.md): every relative link resolves, to a file and to a
+heading; every page of docs/ is linked from the README; every Python block parses; the README's first screen
+stays short, shows its two set-up commands with the venv activated and names only real commands;
+docs/benchmarks.md documents exactly the benchmarks of bench/; and the examples of docs/extending.md marked
+``<!-- doctest: ... -->`` run as written.
 
 Markers: ``<!-- doctest: write NAME -->`` before a Python block writes it to NAME in the example's folder;
 ``<!-- doctest: run -->`` runs the block there as a script (after every ``write`` block of the page), and
@@ -22,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-PAGES = [README, *DOCS]
+PAGES = [README, *DOCS, ROOT / "data" / "README.md"]
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
 _CODE_SPAN = re.compile(r"`[^`]+`")
@@ -68,8 +70,9 @@ def resolve(page: Path, target: str) -> tuple[Path, str]:
     return ((page.parent / path).resolve() if path else page), anchor
 
 
-#: the pages the README promises (issue 18)
+#: the pages the README promises (issue 18; benchmarks.md: issue 42)
 EXPECTED = [
+    "benchmarks",
     "contract",
     "spaces",
     "strategies",
@@ -85,6 +88,59 @@ EXPECTED = [
 
 def test_the_docs_exist():
     assert {f"{name}.md" for name in EXPECTED} <= {p.name for p in DOCS}
+
+
+# ---------------------------------------------------------------- the README's first screen (issue 42)
+
+
+def test_the_readme_starts_short():
+    """A newcomer's page: at most 150 lines, and at most 250 words before the first section (what it does and
+    why, not figures)."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150
+    assert len(text[: text.index("\n## ")].split()) <= 250
+
+
+def _shell_lines(page: Path) -> list[str]:
+    blocks = re.findall(r"^```(?:bash|sh)\n(.*?)^```", page.read_text(), re.M | re.S)
+    return [line.split("#")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_shows_its_two_set_up_commands_with_the_venv_activated():
+    """The main job and CI's test command as the README gives them, and the venv activated before any bare
+    ``autotune`` command (else: ``autotune: command not found``)."""
+    lines = _shell_lines(README)
+    assert "bash .ci/setup && bash .ci/test" in README.read_text()
+    main_job = "autotune search examples/matmul_cpu.py --device cpu --trials 20"
+    assert any(line.startswith(main_job) for line in lines)
+    activate = next(i for i, line in enumerate(lines) if line == ". .venv/bin/activate")
+    first_bare = next(i for i, line in enumerate(lines) if line.startswith("autotune "))
+    assert activate < first_bare
+
+
+def test_every_autotune_command_the_readme_shows_exists():
+    import typer
+
+    from autotune.cli import app
+
+    group = typer.main.get_command(app)
+    known = set(group.commands)  # type: ignore[attr-defined]
+    shown = {line.split()[1] for line in _shell_lines(README) if line.startswith("autotune ")}
+    assert shown and shown <= known, shown - known
+
+
+def test_benchmarks_page_documents_every_benchmark_and_names_no_other():
+    """docs/benchmarks.md (at most 400 lines) shows ``python -m bench NAME`` for each module of the suite, and
+    every NAME it shows is one."""
+    sys.path.insert(0, str(ROOT))
+    from bench.__main__ import benchmarks
+
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert len(page.splitlines()) <= 400
+    named = set(re.findall(r"python3? -m bench ([a-z_0-9]+)", page))
+    suite = set(benchmarks())
+    assert named <= suite, named - suite
+    assert {b for b in suite if f"`{b}`" not in page and b not in named} == set()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -30,7 +30,7 @@ from autotune.tuning.tuner import Tuner
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "tests" / "kernels" / "tiny.py")
-LANDSCAPES = sorted((ROOT / "bench" / "landscapes").glob("gemm_fp8_*.json"))
+LANDSCAPES = sorted((ROOT / "data" / "landscapes").glob("gemm_fp8_*.json"))
 SPACE = {
     "name": "sim",
     "params": {"A": [1, 2, 3, 4, 5, 6], "B": [1, 2, 3, 4], "C": ["x", "y"]},
@@ -232,11 +232,21 @@ def test_concurrent_searchers_split_the_work(db_url):
     assert len(best) == 1 and best[0].config == {"A": 4, "B": 3, "C": "y"}
 
 
-def test_replay_of_a_recorded_h200_landscape(sqlite_url):
-    """The simulated evaluator answers from bench/landscapes: the search finds the landscape's best."""
-    from bench.replay import SPACE_FILE, load
+#: the space the held-out landscapes were recorded with (wave 1), and its kernel's default config then
+WAVE1_SPACE = ROOT / "data" / "landscapes" / "gemm_fp8_wave1.yaml"
+WAVE1_DEFAULT = {
+    "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8,
+    "num_stages": 3, "num_warps": 8, "USE_TMA": False, "SPLIT_K": 1,
+}  # fmt: skip
 
-    land = load(LANDSCAPES[0], Space.from_yaml(SPACE_FILE))
+
+def test_replay_of_a_recorded_h200_landscape(sqlite_url):
+    """The simulated evaluator answers from data/landscapes: the search finds the landscape's best."""
+    from autotune.engine import SimulatedKernel, load_landscape
+    from autotune.env import DEVICE_PRESETS
+
+    recorded = load_landscape(LANDSCAPES[0], space=Space.from_yaml(WAVE1_SPACE))
+    land = SimulatedKernel.of([recorded], default_config=WAVE1_DEFAULT, facts=DEVICE_PRESETS["h200"])
     info = WorkerInfo(land.meta, land.facts, land.env, "sim:0", 1)
     tuner = Tuner(
         "sim",

@@ -118,7 +118,7 @@ BIG_CASES: dict[str, tuple[dict[str, int], dict[str, Any]]] = {
     "rows-group1": (ROWS, {**SMALL, "BLOCK_M": 16, "BLOCK_N": 16, "GROUP_M": 1}),
     "rows-group32": (ROWS, {**SMALL, "BLOCK_M": 16, "BLOCK_N": 16, "GROUP_M": 32, "num_stages": 6}),
 }
-PROBE_FILE = ROOT / "bench" / "results" / "smem_probe_sm90.json"
+PROBE_FILE = ROOT / "data" / "probes" / "smem_probe_sm90.json"
 # Broken variants that KERNEL.compare must reject.
 NEGATIVE = ("dropped-k-tile", "dropped-split", "dropped-scale", "one-bad-element", "fused-stale-counter")
 
@@ -324,7 +324,7 @@ def test_space_on_h200() -> None:
     assert any("smem_fits" in p for p in space.check(too_big, h200))
     assert space.check({**too_big, "num_stages": 4}, h200) == []
     assert any("tma_needs_hopper" in p for p in space.check({**default, "USE_TMA": True}, {**h200, "cc": 80}))
-    # 256 accumulator floats per thread spill (bench/results/smem_probe_sm90.json); 128 do not
+    # 256 accumulator floats per thread spill (data/probes/smem_probe_sm90.json); 128 do not
     wide = {**default, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64}
     assert space.check(wide, h200) == []
     assert any("acc_fits_registers" in p for p in space.check({**wide, "num_warps": 4}, h200))
@@ -406,7 +406,7 @@ def test_space_matches_sm90_probe() -> None:
     assert not missing, f"{len(missing)} admitted configs without a fitting sm_90 compile, e.g. {missing[0]}"
 
 
-VARIANT_PROBE_FILE = ROOT / "bench" / "results" / "smem_probe_sm90_variants.json"
+VARIANT_PROBE_FILE = ROOT / "data" / "probes" / "smem_probe_sm90_variants.json"
 VARIANT_RESOURCES = ("smem_fits", "smem_fits_persistent", "acc_fits_registers", "fused_fits_registers")
 
 
@@ -700,10 +700,10 @@ def _run_xcompile() -> dict[str, Any]:
 
     # The new kernels through bench/smem_probe.py's compile (the persistent one with FLATTEN's epilogue
     # buffer, the fused split-K), the admitted configs nearest the limit.
-    sys.path.insert(0, str(ROOT / "bench"))
-    import smem_probe
+    sys.path.insert(0, str(ROOT))
+    from bench import smem_probe
 
-    smem_probe._init_worker(tempfile.mkdtemp(prefix="gemm_fp8_xcompile_"))
+    smem_probe.init_worker(tempfile.mkdtemp(prefix="gemm_fp8_xcompile_"))
 
     def probe_row(c: dict[str, Any]) -> dict[str, Any]:
         variant = "persistent" if c["IMPL"] == "persistent" else c["SPLIT_REDUCE"]

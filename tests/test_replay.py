@@ -26,7 +26,7 @@ from autotune.tuning.replay import (
 )
 from tests.test_auto import landscape
 
-LANDSCAPE = Path(__file__).resolve().parents[1] / "bench" / "landscapes" / "gemm_fp8_128x24576x1536.json"
+LANDSCAPE = Path(__file__).resolve().parents[1] / "data" / "landscapes" / "gemm_fp8_128x24576x1536.json"
 
 
 @pytest.fixture(scope="module")

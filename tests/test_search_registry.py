@@ -138,13 +138,13 @@ def test_exhaustive_keeps_the_compile_rate_even_and_ends_on_short_compiles():
     """Without a model order, the exhaustive strategy shuffles the configs (by its seed) and leaves those it
     predicts fastest to compile (small tiles per warp) for last: no run of slow tiles keeps the GPU waiting,
     and no long compile runs alone at the end. Checked on real compile times: the 848 sm_90 compiles of
-    bench/results/smem_probe_sm90.json."""
+    data/probes/smem_probe_sm90.json."""
     import json
 
     from autotune.search.base import StrategyContext
     from autotune.search.enumeration import make
 
-    probe = json.loads((ROOT / "bench" / "results" / "smem_probe_sm90.json").read_text())
+    probe = json.loads((ROOT / "data" / "probes" / "smem_probe_sm90.json").read_text())
     params = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "num_warps", "USE_TMA", "SPLIT_K")
     rows = [r for r in probe["rows"] if r.get("ok") and r.get("compile_s")]
     configs = [{p: r[p] for p in params} | {"row": i} for i, r in enumerate(rows)]

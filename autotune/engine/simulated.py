@@ -2,7 +2,7 @@
 more backend, not a patch on the search loop).
 
 - ``Landscape``: a landscape file, every config of a search space measured on one shape on one device
-  (``bench/landscapes/*.json``; ``autotune landscape export`` writes one from a database key);
+  (``data/landscapes/*.json``; ``autotune landscape export`` writes one from a database key);
 - ``SimulatedKernel``: a kernel as a worker would describe it, answering from one landscape per shape;
 - ``SimulatedEvaluator`` / ``SimulatedBackend``: evaluators that answer from a function (e.g.
   ``SimulatedKernel.answer``), optionally sleeping to stand in for compile and measurement time, so the
@@ -29,7 +29,8 @@ Landscape file format (JSON, one file per kernel x shape x device)::
       ]
     }
 
-Extra keys are kept and ignored (bench/landscape.py adds cuBLASLt times and the check's metrics)."""
+Extra keys are kept and ignored (the H200 recordings in data/landscapes/ carry cuBLASLt times and the check's
+metrics)."""
 
 from __future__ import annotations
 

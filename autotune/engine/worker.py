@@ -104,7 +104,7 @@ def _load(kernel_path: str, device: str) -> tuple[Any, WorkerInfo]:
         # One thread for a CPU timing worker unless the user says otherwise (OMP_NUM_THREADS). With torch's
         # default of one per core, every op of a kernel made of small ops waits at an OpenMP barrier for a
         # core that the orchestrator or another process holds: on a loaded 2-core machine a matmul_cpu call
-        # took 2.4-10 s on 2 threads and 0.09-0.18 s on one (bench/RESULTS.md section 13).
+        # took 2.4-10 s on 2 threads and 0.09-0.18 s on one.
         torch.set_num_threads(1)
     if device.startswith("cuda"):
         if not count:

@@ -29,7 +29,7 @@ work as with TPE. Per shape:
 6. **At a stall** (``stopping``: the search stalled, the model's bound still wide): a prior still followed is
    dropped for the rest of the search (``change_course``), once. A prior can rank a shape's results fairly and
    still put its best region low (an H100 searched with the H200's partial searches in the store: 12.5 % off
-   at the stall; bench/RESULTS.md section 31).
+   at the stall; docs/benchmarks.md).
 
 It proposes as many configs as keep the pipeline full (the search loop asks for them: a compile worker that
 waits for a model costs more than a proposal chosen without the newest results)."""

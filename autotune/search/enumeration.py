@@ -9,7 +9,7 @@ workers), so the search ends near its floor only if both run at their mean rate 
 order the large, slow tiles come in runs (the GPU waits through them, then the compilers wait on the GPU).
 Slowest first (the longest-processing-time rule) starves the GPU at the start: on the H200 it searched in
 35.1 s where a shuffled list took 32.0 s, and slow and fast halves interleaved in 43.8 s (a slower run of
-the host; bench/RESULTS.md, issue 20). A shuffle keeps the rate at its mean; the fastest compiles last keep
+the host; issue 20). A shuffle keeps the rate at its mean; the fastest compiles last keep
 a long one from running alone at the end (replayed on the 848 measured sm_90 compile times: within 2 % of
 the floor in every GPU-to-compiler ratio tried, the best of the orders tried)."""
 
@@ -50,7 +50,7 @@ class EnumerationStrategy:
 def compile_cost(config: Mapping[str, Any]) -> float:
     """A config's compile time, up to a monotone transform, predicted from its tile: the log of the tile's
     elements per warp (the product of its ``BLOCK_*`` sizes over ``num_warps``), ``num_stages`` a tie-break.
-    On the 848 sm_90 compiles of bench/results/smem_probe_sm90.json (0.11-1.4 s) it ranks them with
+    On the 848 sm_90 compiles of data/probes/smem_probe_sm90.json (0.11-1.4 s) it ranks them with
     Spearman 0.74 (the stage count alone: -0.07). A config with no such parameter costs 0 (order kept)."""
     cost = 0.0
     for name, value in config.items():

@@ -8,8 +8,8 @@ whoever measured it) and written to the database study in batches by ``StudyWrit
   every parameter as categorical (``ordinal_view=False``): a Parzen estimator over numbers spreads a good value's
   weight onto its numeric neighbours, and on GPU landscapes a neighbour is often far worse (a tile of 3
   between 2 and 4; shared memory on or off changes which block sizes win). Replayed on the peer convolution
-  landscapes its regret was 111-259 % at 10-80 evaluations, the categorical view's 12-93 % (bench/RESULTS.md
-  section 25).
+  landscapes its regret was 111-259 % at 10-80 evaluations, the categorical view's 12-93 %
+  (docs/strategies.md).
 - Batches: several ``ask`` calls before any ``tell``; TPE's ``constant_liar`` treats the pending ones as
   bad so a batch spreads out.
 - Invalid and failed configs are told PRUNED with ``autotune_status`` and the reason, never as a fake time

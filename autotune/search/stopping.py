@@ -21,8 +21,8 @@ A stall is not taken as the answer while the strategy still follows the store's 
 defines ``change_course()`` (``auto``: drop its prior) is asked first, once, and the stall starts over. Replayed
 with another GPU's partial searches in the store (the H200's 40-evaluation searches for an H100 target), the
 prior ranked the target's results fairly (Kendall's tau 0.2-0.3, trust 0.5-0.7) but put its best region low:
-two of four seeds stalled 12.5-13.1 % off, where the empty store found the best by 80 evaluations (bench/RESULTS.md
-section 31).
+two of four seeds stalled 12.5-13.1 % off, where the empty store found the best by 80 evaluations
+(docs/benchmarks.md).
 
 never before a floor (``min`` evaluations of the key, or every valid config when fewer), never after a
 ceiling (``max`` new evaluations) nor a wall-time ceiling (as Kernel Tuner's ``time_limit``), whichever comes

@@ -4,7 +4,7 @@ The search loop hands finished results to ``StudyWriter.add`` as plain data; a s
 them into finished Optuna trials and adds them to the study (one transaction each, as ``Study.add_trial``).
 Optuna's ORM costs several milliseconds per trial: in the search's own process that time (and the GIL) came
 out of every trial's budget, and capped a multi-device search at a fraction of its devices
-(bench/sim_pipeline.py). The search process never even imports Optuna for it.
+(measured on simulated devices, wave 2). The search process never even imports Optuna for it.
 
 The study holds only finished trials: COMPLETE with the measured time, or FAIL with ``autotune_status`` —
 nothing stays RUNNING when a process dies, and optuna-dashboard shows real times. Trials are keyed by
@@ -76,7 +76,7 @@ def _open_study(
 def _bulk_add(storage: Any, study_id: int, trials: list[Any]) -> None:
     """Add finished trials in one transaction of plain inserts (an INSERT per trial for its id, one
     executemany per child table), as ``Study.add_trial`` would store them. ``add_trial`` goes through
-    Optuna's ORM at ~7 ms a trial, which capped a multi-device search (bench/sim_pipeline.py); this uses
+    Optuna's ORM at ~7 ms a trial, which capped a multi-device search (wave 2, simulated devices); this uses
     Optuna's private table models, so any failure falls back to ``add_trial`` (the caller's job)."""
     import json
 

@@ -389,7 +389,7 @@ class ShapeSearch:
         """Candidates in flight, for every strategy and budget: as many as keep every stage of the
         pipeline busy. A model-based strategy's smaller batches (max(4, trials/5) once) left 14 of 15
         compile workers idle and ran at a third of the exhaustive strategy's evaluations per second; a
-        model keeps a large batch diverse instead (bench/RESULTS.md)."""
+        model keeps a large batch diverse instead."""
         return self.pipeline.depth
 
     def _low_water(self) -> int:
