@@ -63,7 +63,7 @@ def test_cli_space_shows_the_derived_space() -> None:
     assert "helion_rms_norm" in proc.stdout and "block_sizes_0=" in proc.stdout
 
 
-def test_search_with_the_default_strategy_stores_a_helion_config(tmp_path: Path) -> None:
+def test_search_with_the_default_strategy_stores_a_helion_config_and_replays(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'helion.db'}"
     shape = ["--shape", "M=32,N=64"]
     out = tmp_path / "search.json"
@@ -89,3 +89,14 @@ def test_search_with_the_default_strategy_stores_a_helion_config(tmp_path: Path)
     best = autotune("best", "helion_rms_norm", "--db", db, *shape)
     assert best.returncode == 0, best.stderr
     assert "block_sizes_0" in best.stdout
+    # replay runs on the Helion landscape the search left (a partial one: a search is not a sweep)
+    land = tmp_path / "landscape.json"
+    exported = autotune(
+        "landscape", "export", "helion_rms_norm", "--shape", "M=32,N=64", "--db", db, "--out", str(land)
+    )
+    assert exported.returncode == 0, exported.stderr
+    replay = autotune(
+        "replay", str(land), "--strategy", "auto", "--seeds", "1", "--trials", "3", "--no-transfer"
+    )
+    assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
+    assert "helion_rms_norm" in replay.stdout

@@ -102,7 +102,9 @@ class DatabaseHelionKernel:
             choice = self._compiled(bound, stored, match, recheck)
         if choice is None:
             config = bound.config_spec.default_config()
-            choice = _Choice(bound.compile_config(config, allow_print=False), config, "default", None, recheck)
+            choice = _Choice(
+                bound.compile_config(config, allow_print=False), config, "default", None, recheck
+            )
         self._chosen[key] = choice
         self.last_config = choice.config
         return choice

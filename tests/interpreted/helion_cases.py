@@ -217,3 +217,26 @@ def test_a_miss_is_tuned_by_a_service_and_the_running_dropin_picks_it_up(tmp_pat
     g = _dropin(str(exported), record=False)
     g(x, w)
     assert g.last_source == "exact" and g.last_config == f.last_config
+
+
+def test_the_auto_strategy_encodes_indexed_and_conditional_parameters(rms: Any) -> None:
+    """No fallback to random: every parameter is a model column (block sizes on a log2 scale, strings one
+    column per choice) and an inactive conditional is missing (NaN), not a made-up value."""
+    import math
+
+    from autotune.search.encoding import Encoder, ordinal
+
+    space = Space.from_dict(rms.space)
+    enc = Encoder(space.params, shape_params=("M", "N"))
+    assert ordinal(space.param("block_sizes_0")).log
+    flat_default = enc.row(rms.default_config, SMALL)
+    persistent = {**rms.default_config, "pid_type": "persistent_blocked", "num_sm_multiplier": 4}
+    persistent |= {n: space.param(n).choices[0] for n in space.names if n.startswith("range_")}
+    assert space.check(persistent, {}) == []
+    on = enc.row(persistent, SMALL)
+    col = [i for i, (name, _) in enumerate(enc._cols) if name == "num_sm_multiplier"][0]
+    assert math.isnan(flat_default[col]) and on[col] == 2.0  # log2(4)
+    assert (
+        len(flat_default) == enc.width
+        and sum(not math.isnan(v) for v in flat_default) > len(space.names) // 2
+    )
