@@ -48,6 +48,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--kernels", default="rms_norm,matmul,softmax", help=f"of {', '.join(KERNELS)}")
     p.add_argument("--shapes", type=int, default=2, help="the first N default shapes of each kernel")
+    p.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        help="M=..,N=..: these shapes instead (repeatable; all kernels)",
+    )
     p.add_argument("--efforts", default="full,quick", help="Helion's autotune_effort values to run")
     p.add_argument("--parts", default=",".join(PARTS), help=f"of {', '.join(PARTS)}")
     p.add_argument("--out", default=os.environ.get("OUT") or ".out/bench")
@@ -61,6 +67,18 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 # ---------------------------------------------------------------------- children (fresh processes)
 
 
+def _device() -> str:
+    """The device every process of a run uses (``--device``; cpu: a smoke run under TRITON_INTERPRET=1)."""
+    return os.environ.get("HELION_BENCH_DEVICE", "cuda")
+
+
+def _sync() -> None:
+    if _device().startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
 def _kernel(name: str) -> Any:
     from autotune.kernel.contract import load_kernel_file
 
@@ -70,10 +88,13 @@ def _kernel(name: str) -> Any:
 def _time_config(k: Any, inputs: tuple[Any, ...], bound: Any, config: Any, num_tests: int = 30) -> float:
     """Seconds per call of ``config`` by our timer (the generated Triton kernel by name)."""
     from autotune.bench import bench_kineto_detailed
+    from autotune.kernel.helion import _launcher
 
     compiled = bound.compile_config(config, allow_print=False)
+    launch = _launcher(compiled, inputs, k.kernel_names[0])  # on a CPU: a profiler range of that name
+    device = "cpu" if _device() == "cpu" else "cuda"
     return bench_kineto_detailed(
-        lambda: compiled(*inputs), k.kernel_names, num_tests=num_tests, suppress_kineto_output=True
+        launch, k.kernel_names, num_tests=num_tests, suppress_kineto_output=True, device=device
     ).per_call_s
 
 
@@ -82,7 +103,7 @@ def child_helion(kernel: str, shape: dict[str, int], effort: str) -> dict[str, A
     import helion
 
     k = _kernel(kernel)
-    inputs = tuple(k.make_inputs(shape, "cuda"))
+    inputs = tuple(k.make_inputs(shape, _device()))
     tuner = helion.kernel(k.fn.fn, autotune_effort=effort, static_shapes=True)
     bound = tuner.bind(inputs)
     t0 = time.perf_counter()
@@ -107,7 +128,7 @@ def child_retime(
     from autotune.kernel.helion import generation, helion_config
 
     k = _kernel(kernel)
-    inputs = tuple(k.make_inputs(shape, "cuda"))
+    inputs = tuple(k.make_inputs(shape, _device()))
     bound = k.fn.bind(inputs)
     gen = generation(bound)
     as_helion = {
@@ -124,13 +145,12 @@ def child_dropin(kernel: str, shape: dict[str, int], config: dict[str, Any], cal
     """Host seconds per call: plain ``@helion.kernel(config=...)`` vs the drop-in serving ``config`` from an
     export file, least of 5 rounds of ``calls`` calls each, synchronised at the end of each round."""
     import helion
-    import torch
 
     from autotune.runtime import helion as tuned
     from autotune.runtime.lookup import best_config_match
 
     k = _kernel(kernel)
-    inputs = tuple(k.make_inputs(shape, "cuda"))
+    inputs = tuple(k.make_inputs(shape, _device()))
     plain = helion.kernel(k.fn.fn, config=helion.Config(**config["helion"]), static_shapes=True)
     names = list(k.shape_params)
     served = tuned.kernel(
@@ -140,17 +160,17 @@ def child_dropin(kernel: str, shape: dict[str, int], config: dict[str, Any], cal
         db=config["db"],
         static_shapes=True,
     )
-    assert best_config_match(k.name, db=config["db"], device="cuda", **shape)[1] == "exact"
+    assert best_config_match(k.name, db=config["db"], device=_device(), **shape)[1] == "exact"
 
     def per_call(f: Any) -> float:
         f(*inputs)
-        torch.cuda.synchronize()
+        _sync()
         best = float("inf")
         for _ in range(5):
             t0 = time.perf_counter()
             for _ in range(calls):
                 f(*inputs)
-            torch.cuda.synchronize()
+            _sync()
             best = min(best, (time.perf_counter() - t0) / calls)
         return best
 
@@ -255,13 +275,15 @@ def _brief(row: dict[str, Any]) -> str:
     )
 
 
-def _shapes(kernel: str, n: int) -> list[dict[str, int]]:
+def _shapes(kernel: str, n: int, given: list[str]) -> list[dict[str, int]]:
+    if given:
+        return [{k: int(v) for k, v in (kv.split("=") for kv in text.split(","))} for text in given]
     return [dict(s) for s in _kernel(kernel).default_shapes][:n]
 
 
 def bench_kernel(run: Run, kernel: str) -> None:
     a, parts = run.a, set(run.a.parts.split(","))
-    shapes = _shapes(kernel, a.shapes)
+    shapes = _shapes(kernel, a.shapes, a.shape)
     for i, shape in enumerate(shapes):
         tag = f"{kernel}__{'_'.join(str(v) for v in shape.values())}"
         helion_rows = {}
@@ -322,7 +344,7 @@ def _helion_dict(kernel: str, shape: dict[str, int], db: str) -> dict[str, Any]:
     from autotune.runtime.lookup import best_config
 
     k = _kernel(kernel)
-    stored = best_config(k.name, db=db, device="cuda", **shape)
+    stored = best_config(k.name, db=db, device=_device(), **shape)
     try:
         bound = k.fn.bind(tuple(k.make_inputs(shape, "meta")))
     except Exception:  # a kernel Helion cannot bind on meta tensors: host tensors (no GPU work either)
@@ -346,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     a = _args(argv)
     if a.child:
         return _run_child(a.child)
+    os.environ["HELION_BENCH_DEVICE"] = a.device  # the children read it (fresh_env copies os.environ)
     run = Run(a)
     for kernel in a.kernels.split(","):
         if kernel not in KERNELS:
