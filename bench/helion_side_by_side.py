@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -175,6 +176,7 @@ def child_dropin(kernel: str, shape: dict[str, int], config: dict[str, Any], cal
         return best
 
     out = {"plain_s": per_call(plain), "dropin_s": per_call(served), "source": served.last_source}
+    out["same_config"] = served.last_config == getattr(plain.bind(inputs), "_config", None)
     out["overhead_s"] = out["dropin_s"] - out["plain_s"]
     return out
 
@@ -215,6 +217,7 @@ class Run:
     def fresh_env(self) -> dict[str, str]:
         cache = tempfile.mkdtemp(prefix="helion_bench_")
         env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": f"{cache}/triton"}
+        env.setdefault("AUTOTUNE_LOOKUP_TIMEOUT", "30")  # the drop-in's first lookup waits for its file
         env |= {"HELION_CACHE_DIR": f"{cache}/helion", "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor"}
         env.pop("AUTOTUNE_DB", None)
         return env
@@ -281,38 +284,78 @@ def _shapes(kernel: str, n: int, given: list[str]) -> list[dict[str, int]]:
     return [dict(s) for s in _kernel(kernel).default_shapes][:n]
 
 
+def _tag(kernel: str, shape: dict[str, int]) -> str:
+    return f"{kernel}__{'_'.join(str(v) for v in shape.values())}"
+
+
 def bench_kernel(run: Run, kernel: str) -> None:
+    """Every part for one kernel: per shape Helion's searches and ours cold; then per shape ours with the
+    other shape's trials in (a copy of) its database; then the re-timing and the drop-in."""
     a, parts = run.a, set(run.a.parts.split(","))
     shapes = _shapes(kernel, a.shapes, a.shape)
-    for i, shape in enumerate(shapes):
-        tag = f"{kernel}__{'_'.join(str(v) for v in shape.values())}"
-        helion_rows = {}
+    # tag -> {"helion_full": config, "ours": flat config, ...}; what earlier runs into --out found is kept,
+    # so that the parts may run as separate commands (a device's per-command limit) and retime all at the end
+    found = {_tag(kernel, s): _found_before(run, _tag(kernel, s)) for s in shapes}
+    for shape in shapes:
+        tag = _tag(kernel, shape)
         for effort in a.efforts.split(",") if "helion" in parts else ():
             result, wall, tail = run.child(
                 f"{tag}__helion_{effort}", "helion", kernel, json.dumps(shape), effort
             )
-            row = {"kernel": kernel, "shape": shape, "effort": effort, "wall_s": wall}
-            helion_rows[effort] = run.save(f"{tag}__helion_{effort}", row | (result or {"error": tail}))
-        db = f"sqlite:///{run.dir / (tag + '.db')}"
-        ours = run.search(kernel, shape, db, f"{tag}__ours") if "ours" in parts else None
-        if "history" in parts and ours is not None and len(shapes) > 1:
-            other = shapes[1 - i] if i < 2 else shapes[0]
-            run.search(kernel, other, db, f"{tag}__history_{'_'.join(str(v) for v in other.values())}")
-        if "retime" in parts and ours and ours.get("config"):
-            configs = {f"helion_{e}": r["config"] for e, r in helion_rows.items() if r.get("config")}
-            configs["ours"] = ours["config"]
-            result, _, tail = run.child(
-                f"{tag}__retime", "retime", kernel, json.dumps(shape), json.dumps(configs)
+            row = run.save(
+                f"{tag}__helion_{effort}",
+                {"kernel": kernel, "shape": shape, "effort": effort, "wall_s": wall}
+                | (result or {"error": tail}),
             )
-            row: dict[str, Any] = {"kernel": kernel, "shape": shape, "times": result or {"error": tail}}
-            if result and "helion_full" in result:
-                row["ratio"] = result["ours"]["median_s"] / result["helion_full"]["median_s"]
-            run.save(f"{tag}__retime", row)
-        if "dropin" in parts and i == 0 and ours and ours.get("config"):
-            dropin(run, kernel, shape, db, tag)
+            if row.get("config"):
+                found[tag][f"helion_{effort}"] = row["config"]
+        if "ours" in parts:
+            row = run.search(kernel, shape, f"sqlite:///{run.dir / (tag + '.db')}", f"{tag}__ours")
+            if row.get("config"):
+                found[tag]["ours"] = row["config"]
+    if "history" in parts and len(shapes) > 1:
+        for i, shape in enumerate(shapes):
+            tag, other = _tag(kernel, shape), _tag(kernel, shapes[1 - i] if i < 2 else shapes[0])
+            if (run.dir / f"{other}.db").exists():
+                db = run.dir / f"{tag}__history.db"
+                shutil.copyfile(run.dir / f"{other}.db", db)  # the other shape's trials, and nothing else
+                row = run.search(kernel, shape, f"sqlite:///{db}", f"{tag}__history")
+                if row.get("config"):
+                    found[tag]["ours_history"] = row["config"]
+    for shape in shapes:
+        tag = _tag(kernel, shape)
+        if "retime" in parts and any(n.startswith("ours") for n in found[tag]):
+            retime(run, kernel, shape, tag, found[tag])
+        if "dropin" in parts and shape == shapes[0] and found[tag].get("ours"):
+            dropin(run, kernel, shape, f"sqlite:///{run.dir / (tag + '.db')}", tag, found[tag]["ours"])
 
 
-def dropin(run: Run, kernel: str, shape: dict[str, int], db: str, tag: str) -> None:
+def _found_before(run: Run, tag: str) -> dict[str, Any]:
+    """The configs earlier runs into the same --out found for ``tag`` (by part name)."""
+    names = {"ours": "ours", "history": "ours_history"}
+    out: dict[str, Any] = {}
+    for path in sorted(run.dir.glob(f"{tag}__*.json")):
+        part = path.name[len(tag) + 2 : -len(".json")]
+        if "." in part:
+            continue  # a child's or a search's own file
+        row = json.loads(path.read_text())
+        if row.get("config"):
+            out[names.get(part, part)] = row["config"]
+    return out
+
+
+def retime(run: Run, kernel: str, shape: dict[str, int], tag: str, configs: dict[str, Any]) -> None:
+    """Every config found for ``shape`` re-timed in one fresh process, interleaved; ratios to Helion full."""
+    result, _, tail = run.child(f"{tag}__retime", "retime", kernel, json.dumps(shape), json.dumps(configs))
+    row: dict[str, Any] = {"kernel": kernel, "shape": shape, "times": result or {"error": tail}}
+    if result and "helion_full" in result:
+        full = result["helion_full"]["median_s"]
+        row["ratios_to_helion_full"] = {n: t["median_s"] / full for n, t in result.items()}
+        row["ratio"] = row["ratios_to_helion_full"].get("ours")
+    run.save(f"{tag}__retime", row)
+
+
+def dropin(run: Run, kernel: str, shape: dict[str, int], db: str, tag: str, stored: dict[str, Any]) -> None:
     """The drop-in's cost per call over plain Helion, both running our stored best for ``shape``."""
     exported = run.dir / f"{tag}.export.json"
     rc, _, tail = run.process(
@@ -332,19 +375,17 @@ def dropin(run: Run, kernel: str, shape: dict[str, int], db: str, tag: str) -> N
     if rc != 0:
         run.save(f"{tag}__dropin", {"kernel": kernel, "error": tail})
         return
-    helion_dict = _helion_dict(kernel, shape, db)
+    helion_dict = _helion_dict(kernel, shape, stored)
     arg = json.dumps({"db": str(exported), "helion": helion_dict})
     result, _, tail = run.child(f"{tag}__dropin", "dropin", kernel, json.dumps(shape), arg, str(run.a.calls))
     run.save(f"{tag}__dropin", {"kernel": kernel, "shape": shape} | (result or {"error": tail}))
 
 
-def _helion_dict(kernel: str, shape: dict[str, int], db: str) -> dict[str, Any]:
+def _helion_dict(kernel: str, shape: dict[str, int], stored: dict[str, Any]) -> dict[str, Any]:
     """Our stored best as Helion's config dict (bound on meta tensors: no GPU work in the driver)."""
     from autotune.kernel.helion import generation, helion_config
-    from autotune.runtime.lookup import best_config
 
     k = _kernel(kernel)
-    stored = best_config(k.name, db=db, device=_device(), **shape)
     try:
         bound = k.fn.bind(tuple(k.make_inputs(shape, "meta")))
     except Exception:  # a kernel Helion cannot bind on meta tensors: host tensors (no GPU work either)

@@ -8,6 +8,7 @@ by the running drop-in, then exported. The CLI cases run `autotune check` and a 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -100,3 +101,28 @@ def test_search_with_the_default_strategy_stores_a_helion_config_and_replays(tmp
     )
     assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
     assert "helion_rms_norm" in replay.stdout
+
+
+def test_a_nightly_job_tunes_then_verifies_a_helion_kernel_and_reports(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'nightly.db'}"
+    job = tmp_path / "job.yaml"
+    doc = {
+        "name": "helion-cpu-nightly",
+        "database": db,
+        "devices": "cpu",
+        "kernels": [{"file": str(RMS), "shapes": ["M=32,N=64"]}],
+        "trials": 3,
+        "seed": 0,
+        "num_tests": 2,
+        "verify": {"repeats": 5, "reference": False},
+        "report": str(tmp_path / "report"),
+    }
+    job.write_text(json.dumps(doc))  # JSON is YAML
+    first = autotune("nightly", str(job), "--json", str(tmp_path / "first.json"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert [s["evaluations"] for s in json.loads((tmp_path / "first.json").read_text())["shapes"]] == [3]
+    second = autotune("nightly", str(job), "--json", str(tmp_path / "second.json"))
+    assert second.returncode == 0, second.stderr[-3000:]
+    (v,) = json.loads((tmp_path / "second.json").read_text())["verifications"]
+    assert len(v["samples_s"]) == 5 and v["status"] in ("ok", "regression", "improved")
+    assert (tmp_path / "report" / "report.json").exists()

@@ -306,6 +306,13 @@ def interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+#: what a user gives a HelionKernel (as keyword arguments, or as class attributes and methods)
+_GIVEN = frozenset(
+    {"name", "fn", "shape_params", "default_shapes", "make_inputs", "reference", "flops", "bytes_moved"}
+    | {"dtypes", "rtol", "atol", "check_ulps", "check_max_diff"}
+)
+
+
 class HelionKernel(Kernel):
     """A ``TunableKernel`` for one ``@helion.kernel`` function (see the module docstring). Set ``name``,
     ``fn``, ``shape_params``, ``default_shapes`` and ``make_inputs`` (class attributes and a method, or
@@ -315,13 +322,10 @@ class HelionKernel(Kernel):
 
     def __init__(self, **given: Any) -> None:
         for key, value in given.items():
-            if key not in {"name", "fn", "shape_params", "default_shapes", "dtypes", "rtol", "atol"} | {
-                "make_inputs",
-                "reference",
-                "flops",
-                "bytes_moved",
-            }:
-                raise TypeError(f"HelionKernel: unknown argument {key!r}")
+            if key not in _GIVEN:
+                raise TypeError(
+                    f"HelionKernel: unknown argument {key!r} (one of {', '.join(sorted(_GIVEN))})"
+                )
             setattr(self, key, value)
         if self.fn is None or not hasattr(self.fn, "bind"):
             raise TypeError(f"HelionKernel {self.name!r}: fn must be a @helion.kernel function")
@@ -340,7 +344,7 @@ class HelionKernel(Kernel):
             bounds = [self.fn.bind(args) for args in inputs]
             gens = [generation(b) for b in bounds]
             default = bounds[0].config_spec.default_config()
-            compiled = bounds[0].compile_config(default)
+            compiled = bounds[0].compile_config(default, allow_print=False)
             self._derived = {
                 "space": space_definition(self.name, gens),
                 "default": flat_config(default_dict(gens[0]), gens[0]),
