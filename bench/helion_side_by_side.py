@@ -263,7 +263,8 @@ class Run:
                 "config": best.get("config"),
                 "time_s": best.get("time_s"),
                 "stop": r.get("stop_reason"),
-                "evaluations": r.get("evaluated"),
+                "evaluations": r.get("evaluations"),
+                "statuses": r.get("statuses"),
                 "history": r.get("history"),
             },
         )

@@ -80,7 +80,9 @@ class DatabaseHelionKernel:
         self.__name__ = getattr(fn, "__name__", kernel)
         self.__doc__ = getattr(fn, "__doc__", None)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:  # by name: Helion's own normalization to positional arguments (defaults filled in)
+            args = tuple(self.helion_kernel.normalize_args(*args, **kwargs))
         key = self._spec_key(args)
         choice = self._chosen.get(key)
         if choice is None or (choice.recheck_at and time.monotonic() >= choice.recheck_at):

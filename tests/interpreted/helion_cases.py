@@ -136,6 +136,7 @@ def test_the_dropin_runs_helions_default_when_nothing_is_tuned(tmp_path: Path) -
     assert f.last_config == f.helion_kernel.bind((x, w)).config_spec.default_config()
     ref = (x.float() * (1.0 / torch.sqrt((x.float() ** 2).mean(-1, keepdim=True) + 1e-5)) * w.float()).half()
     assert torch.allclose(out.float(), ref.float(), atol=1e-2, rtol=1e-2)
+    assert torch.equal(f(x, w, eps=1e-5), out) and torch.equal(f(x, weight=w), out)  # by name too
 
 
 def test_the_dropin_never_runs_helions_autotuner(tmp_path: Path) -> None:
