@@ -8,16 +8,17 @@ Swap one decorator::
                   static_shapes=True)                  # was: @helion.kernel(static_shapes=True)
     def rms_norm(x, w, eps=1e-5): ...                  # body and call sites unchanged
 
-On the first call for a specialization (Helion's own ``specialization_key``: shapes, dtypes, devices),
-``shape(*args)`` names the call's shape in the kernel file's ``shape_params`` and
+Helion's own dispatch runs every call (its prepared-call fast path: the drop-in adds one attribute test).
+Its ``autotuner_fn`` hook, which Helion calls once per new specialization (shapes, dtypes, devices) that
+has no config, is ours: ``shape(*args)`` names the call's shape in the kernel file's ``shape_params`` and
 ``autotune.best_config_match`` answers: the stored best of that shape (exact), else of the nearest tuned
 shape (Helion repairs what does not fit), else Helion's default config for the bound inputs. Never
-Helion's autotuner: the kernel is also given an ``autotuner_fn`` that answers from the database, so a
-path into Helion's autotuning (``bind(args).autotune(...)``) gets the same answer. The chosen config is
-compiled once (``BoundKernel.compile_config``) and later calls run the compiled function directly: a
-dict hit per call. A miss or nearest answer is asked again every ``RECHECK_S`` seconds, so a best tuned
-later (by ``autotune serve`` for the recorded miss) is used without a restart; misses are recorded as
-``best_config`` records them (``record=``, default ``AUTOTUNE_RECORD``).
+Helion's autotuner, in any path into it (``bind(args).autotune(...)`` too); under
+``HELION_DISALLOW_AUTOTUNING=1``, which refuses even the hook, the drop-in sets the chosen config on the
+bound kernel itself. A miss or nearest answer is asked again every ``RECHECK_S`` seconds and a new answer
+set on its bound kernel, so a best tuned later (by ``autotune serve`` for the recorded miss) is used
+without a restart; misses are recorded as ``best_config`` records them (``record=``, default
+``AUTOTUNE_RECORD``).
 
 Stored configs are ``autotune.kernel.helion``'s flat dicts (``block_sizes_0``...), as ``autotune search``
 stores them for a ``HelionKernel``. The database never makes a call raise: a missing or broken database,
@@ -40,19 +41,22 @@ ShapeOf = Callable[..., Mapping[str, int]] | Mapping[str, tuple[int, int]]
 
 
 class _Choice:
-    __slots__ = ("compiled", "config", "recheck_at", "source", "stored")
+    """What one bound kernel (one Helion specialization) runs, and where it came from."""
 
-    def __init__(self, compiled: Any, config: Any, source: str, stored: Any, recheck_at: float) -> None:
-        self.compiled = compiled  # Helion's compiled function for this specialization
+    __slots__ = ("bound", "config", "device", "shape", "source", "stored")
+
+    def __init__(self, bound: Any, config: Any, source: str, stored: Any, shape: Any, device: str) -> None:
+        self.bound = bound  # Helion's BoundKernel (kept: its id is the key)
         self.config = config  # the helion.Config it runs
         self.source = source  # exact, nearest (the database's) or default (Helion's)
         self.stored = stored  # the stored flat dict (None for the default)
-        self.recheck_at = recheck_at  # 0: final
+        self.shape, self.device = shape, device  # the lookup's question, asked again at a recheck
 
 
 class DatabaseHelionKernel:
     """A ``@helion.kernel`` whose config comes from the database. ``helion_kernel`` is the underlying
-    Helion kernel; ``last_source`` / ``last_config`` say what the last call ran."""
+    Helion kernel (its own dispatch runs every call); ``choice(*args)`` says what a call runs and why;
+    ``last_source`` / ``last_config`` are those of the last choice made."""
 
     def __init__(
         self,
@@ -66,72 +70,113 @@ class DatabaseHelionKernel:
     ) -> None:
         import helion
 
+        settings = dict(helion_settings or {})
         if not isinstance(kernel, str) or not kernel.strip():
             raise ValueError("kernel(kernel=...): the stored kernel name must be a non-empty string")
-        if "config" in (helion_settings or {}) or "configs" in (helion_settings or {}):
-            raise ValueError("kernel(...): the config comes from the database; give no config= or configs=")
+        if {"config", "configs", "autotuner_fn"} & set(settings):
+            raise ValueError(
+                "kernel(...): the config comes from the database; no config=, configs= or autotuner_fn="
+            )
+        # effort "none" makes Helion take its default without asking autotuner_fn: the database would not be
+        # asked. The effort is otherwise unused (autotuner_fn replaces Helion's search).
+        settings.pop("autotune_effort", None)
         self.kernel, self.db, self.record = kernel, db, record
         self._shape_of = _shape_function(shape)
-        self.helion_kernel = helion.kernel(fn, autotuner_fn=self._autotuner_fn, **dict(helion_settings or {}))
-        self._spec_key = self.helion_kernel.specialization_key
-        self._chosen: dict[Any, _Choice] = {}
+        self.helion_kernel = helion.kernel(fn, autotuner_fn=self._autotuner_fn, **settings)
+        self._choices: dict[int, _Choice] = {}
+        self._recheck_at = 0.0  # 0: every choice is final (exact); else when to ask the database again
         self.last_source: str | None = None
         self.last_config: Any = None
         self.__name__ = getattr(fn, "__name__", kernel)
         self.__doc__ = getattr(fn, "__doc__", None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs:  # by name: Helion's own normalization to positional arguments (defaults filled in)
-            args = tuple(self.helion_kernel.normalize_args(*args, **kwargs))
-        key = self._spec_key(args)
-        choice = self._chosen.get(key)
-        if choice is None or (choice.recheck_at and time.monotonic() >= choice.recheck_at):
-            choice = self._choose(key, args, choice)
-        self.last_source = choice.source
-        return choice.compiled(*args)
-
-    # ------------------------------------------------------------------ choosing (first call of a key)
-
-    def _choose(self, key: Any, args: tuple[Any, ...], previous: _Choice | None) -> _Choice:
+        # Helion's own dispatch (its prepared-call fast path) runs the call; what this adds per call is one
+        # attribute test, and a clock read while some choice waits for a better answer.
+        if self._recheck_at and time.monotonic() >= self._recheck_at:
+            self._recheck()
+        try:
+            return self.helion_kernel(*args, **kwargs)
+        except Exception as e:
+            if type(e).__name__ != "AutotuningDisallowedInEnvironment":
+                raise
+        # HELION_DISALLOW_AUTOTUNING=1 refuses even our hook: set the chosen config on the bound kernel
+        args = tuple(self.helion_kernel.normalize_args(*args, **kwargs))
         bound = self.helion_kernel.bind(args)
-        stored, match = self._stored(args)
-        recheck = 0.0 if match == "exact" else time.monotonic() + RECHECK_S
-        if previous is not None and stored == previous.stored:
-            previous.recheck_at = recheck  # the same answer: keep what is compiled
-            return previous
-        choice = None
-        if stored:
-            choice = self._compiled(bound, stored, match, recheck)
+        bound.set_config(self._choose(bound, args).config)
+        return bound(*args)
+
+    def choice(self, *args: Any, **kwargs: Any) -> _Choice | None:
+        """What a call with these arguments runs (None before its first call)."""
+        args = tuple(self.helion_kernel.normalize_args(*args, **kwargs))
+        return self._choices.get(id(self.helion_kernel.bind(args)))
+
+    # ------------------------------------------------------------------ choosing (first call of a specialization)
+
+    def _autotuner_fn(self, bound: Any, args: Sequence[Any], **_: Any) -> Any:
+        """Helion's autotuner hook, called once per new specialization: the database's answer (or Helion's
+        default config), never a search."""
+        return _Answer(self._choose(bound, tuple(args)).config)
+
+    def _choose(self, bound: Any, args: tuple[Any, ...]) -> _Choice:
+        shape, device = self._shape(args), _device_of(args)
+        stored, match = self._stored(shape, device)
+        choice = self._compiled(bound, stored, match, shape, device) if stored else None
         if choice is None:
             config = bound.config_spec.default_config()
-            choice = _Choice(
-                bound.compile_config(config, allow_print=False), config, "default", None, recheck
-            )
-        self._chosen[key] = choice
-        self.last_config = choice.config
+            choice = _Choice(bound, config, "default", None, shape, device)
+        self._choices[id(bound)] = choice
+        if choice.source != "exact" and shape is not None:
+            self._recheck_at = self._recheck_at or time.monotonic() + RECHECK_S
+        self.last_source, self.last_config = choice.source, choice.config
         return choice
 
-    def _stored(self, args: tuple[Any, ...]) -> tuple[dict[str, Any] | None, str]:
-        """The stored flat dict for this call's shape and how it matched (exact, nearest, default)."""
-        from autotune.runtime.lookup import best_config_match
+    def _recheck(self) -> None:
+        """Ask the database again for every choice that is not exact; a new answer is compiled and set on its
+        bound kernel (Helion runs it from the next call)."""
+        waiting = False
+        for c in list(self._choices.values()):
+            if c.source == "exact" or c.shape is None:
+                continue
+            stored, match = self._stored(c.shape, c.device)
+            if stored and (stored != c.stored or match != c.source):
+                new = self._compiled(c.bound, stored, match, c.shape, c.device)
+                if new is not None:
+                    c.bound.set_config(new.config)
+                    self._choices[id(c.bound)] = c = new
+                    self.last_source, self.last_config = new.source, new.config
+            waiting = waiting or c.source != "exact"
+        self._recheck_at = time.monotonic() + RECHECK_S if waiting else 0.0
 
+    def _shape(self, args: tuple[Any, ...]) -> dict[str, int] | None:
         try:
-            shape = {str(k): int(v) for k, v in self._shape_of(*args).items()}
+            return {str(k): int(v) for k, v in self._shape_of(*args).items()}
         except Exception as e:
             _warn_once(("shape", self.kernel), f"kernel {self.kernel!r}: shape= failed ({e}); default config")
+            return None
+
+    def _stored(self, shape: dict[str, int] | None, device: str) -> tuple[dict[str, Any] | None, str]:
+        """The stored flat dict for this shape and how it matched (exact, nearest, default)."""
+        from autotune.runtime.lookup import best_config_match
+
+        if shape is None:
             return None, "default"
         stored, match, _ = best_config_match(
-            self.kernel, default=None, db=self.db, device=_device_of(args), record=self.record, **shape
+            self.kernel, default=None, db=self.db, device=device, record=self.record, **shape
         )
         return (dict(stored), match) if isinstance(stored, Mapping) and stored else (None, "default")
 
-    def _compiled(self, bound: Any, stored: dict[str, Any], match: str, recheck: float) -> _Choice | None:
-        """The stored config compiled for ``bound``, or None (logged once) when Helion rejects it."""
+    def _compiled(
+        self, bound: Any, stored: dict[str, Any], match: str, shape: Any, device: str
+    ) -> _Choice | None:
+        """The stored config as Helion's for ``bound`` (compiled once, to fail here rather than in the
+        caller's launch), or None (logged once) when Helion rejects it."""
         from autotune.kernel.helion import generation, helion_config
 
         try:
             config = helion_config(stored, generation(bound), strict=match == "exact")
-            return _Choice(bound.compile_config(config, allow_print=False), config, match, stored, recheck)
+            bound.compile_config(config, allow_print=False)
+            return _Choice(bound, config, match, stored, shape, device)
         except Exception as e:
             _warn_once(
                 ("config", self.kernel, repr(sorted(stored.items()))),
@@ -140,24 +185,18 @@ class DatabaseHelionKernel:
             )
             return None
 
-    def _autotuner_fn(self, bound: Any, args: Sequence[Any], **_: Any) -> Any:
-        """Helion's autotuner hook: the database's answer (or the default), never a search."""
-        return _Answer(self, bound, tuple(args))
-
     def bind(self, args: tuple[Any, ...]) -> Any:
         return self.helion_kernel.bind(args)
 
 
 class _Answer:
-    """What Helion's ``autotuner_fn`` must return: an object whose ``autotune()`` gives a config."""
+    """What Helion's ``autotuner_fn`` returns: an object whose ``autotune()`` gives the config."""
 
-    def __init__(self, owner: DatabaseHelionKernel, bound: Any, args: tuple[Any, ...]) -> None:
-        self.owner, self.bound, self.args = owner, bound, args
+    def __init__(self, config: Any) -> None:
+        self.config = config
 
     def autotune(self, *_: Any, **__: Any) -> Any:
-        stored, match = self.owner._stored(self.args)
-        choice = self.owner._compiled(self.bound, stored, match, 0.0) if stored else None
-        return choice.config if choice is not None else self.bound.config_spec.default_config()
+        return self.config
 
 
 def kernel(

@@ -147,6 +147,16 @@ def test_the_dropin_never_runs_helions_autotuner(tmp_path: Path) -> None:
     assert bound.autotune((x, w), force=True) == bound.config_spec.default_config()
 
 
+def test_the_dropin_works_where_helion_disallows_autotuning(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HELION_DISALLOW_AUTOTUNING", "1")  # production's switch: refuses even autotuner_fn
+    f = _dropin(f"sqlite:///{tmp_path / 'empty.db'}", record=False)
+    x, w = torch.randn(32, 64, dtype=torch.float16), torch.randn(64, dtype=torch.float16)
+    f(x, w)
+    f(x, w)
+    choice = f.choice(x, w)
+    assert choice is not None and choice.source == "default"
+
+
 def test_importing_the_runtime_dropin_imports_no_helion_or_torch() -> None:
     code = (
         "import sys; import autotune.runtime.helion, autotune; "
