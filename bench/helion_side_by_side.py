@@ -230,7 +230,8 @@ class Run:
 
     def fresh_env(self) -> dict[str, str]:
         cache = tempfile.mkdtemp(prefix="helion_bench_")
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": f"{cache}/triton"}
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "TRITON_CACHE_DIR": f"{cache}/triton"}
         env.setdefault("AUTOTUNE_LOOKUP_TIMEOUT", "30")  # the drop-in's first lookup waits for its file
         env |= {"HELION_CACHE_DIR": f"{cache}/helion", "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor"}
         env.pop("AUTOTUNE_DB", None)
