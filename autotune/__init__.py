@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AutotuneError",
     "BenchResult",
+    "HelionKernel",
     "Kernel",
     "Space",
     "TunableKernel",
@@ -29,6 +30,7 @@ _LAZY = {
     "BenchResult": ".bench",
     "best_config": ".runtime.lookup",
     "Kernel": ".kernel.contract",
+    "HelionKernel": ".kernel.helion",
     "TunableKernel": ".kernel.contract",
     "Space": ".space",
 }
@@ -36,6 +38,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from autotune.bench import BenchResult, bench_kineto, bench_kineto_detailed
     from autotune.kernel.contract import Kernel, TunableKernel
+    from autotune.kernel.helion import HelionKernel
     from autotune.runtime.lookup import best_config
     from autotune.space import Space
 

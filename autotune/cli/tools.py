@@ -67,7 +67,9 @@ def check(
 
 @kernel_app.command()
 def space(
-    path: Annotated[Path | None, typer.Argument(help="A search_spaces/*.yaml file")] = None,
+    path: Annotated[
+        Path | None, typer.Argument(help="A search_spaces/*.yaml file, or a kernel file (its space)")
+    ] = None,
     facts: Annotated[
         str | None,
         typer.Option(
@@ -107,7 +109,7 @@ def space(
             return
     elif path is None:
         raise SettingsError("give a space file (FILE.yaml), or --from-triton FILE.py:NAME")
-    sp = Space.from_yaml(path)
+    sp = _kernel_file_space(path) if path.suffix == ".py" else Space.from_yaml(path)
     label, fact_values = _device_facts(facts)
     summary = _count_configs(sp, fact_values, label, show_configs)
     out.print(
@@ -115,6 +117,25 @@ def space(
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _kernel_file_space(path: Path) -> Any:
+    """The space a kernel file declares or derives (a HelionKernel's, from Helion's ConfigSpec), read in a
+    child process as `--from-triton` reads a list."""
+    from autotune.kernel.contract import space_of_file
+    from autotune.kernel.isolated import run_isolated
+    from autotune.settings import SearchSettings
+    from autotune.space.space import Space
+
+    space_def, source = run_isolated(
+        space_of_file,
+        str(path),
+        path=str(path),
+        doing="deriving the kernel file's space",
+        timeout_s=SearchSettings().start_timeout_s,
+        timeout_hint="AUTOTUNE_START_TIMEOUT",
+    )
+    return Space.from_dict(space_def, source=source)
 
 
 def _space_from_triton(spec: str, out_path: Path | None, product: bool) -> Path | None:

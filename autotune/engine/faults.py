@@ -10,6 +10,8 @@ the user. ``classify`` reads the exception (its type by name, so no torch import
   launch failure) -> ``crashed``: the process's CUDA context is poisoned, so the worker that saw it must be
   replaced before it compiles or times anything else (it would blame the next configs);
 - any other CUDA error -> ``launch_failed``, and the worker is replaced too (its context may be unusable);
+- an exception named ``InvalidConfig`` from ``compile()`` (``autotune.kernel.helion``'s, Helion's) ->
+  ``invalid``: the kernel's own validity rule rejected the config before compiling it;
 - anything else: a compiler error in ``compile()`` (``compile_failed``), a failed launch in ``run()``.
 
 The reason leads the stored error text (``"out of memory: ..."``), so stored trials keep their type without a
@@ -66,6 +68,9 @@ def classify(exc: BaseException, phase: str) -> Fault:
             return Fault(TrialStatus.CRASHED, reason, replace_worker=True)
     if "AcceleratorError" in _type_names(exc) or "cuda error" in text or "cudaerror" in text:
         return Fault(TrialStatus.LAUNCH_FAILED, "cuda error", replace_worker=True)
+    if phase == "compile" and "InvalidConfig" in _type_names(exc):
+        # a kernel's own validity rule, met only at compile time (Helion's normalization): never compiled
+        return Fault(TrialStatus.INVALID, None)
     if phase == "compile":
         return Fault(TrialStatus.COMPILE_FAILED, None)
     return Fault(TrialStatus.LAUNCH_FAILED, None)

@@ -100,6 +100,12 @@ class _CheckRun:
             raise AutotuneError(
                 f"default_config {dict(k.kernel.default_config)} is invalid on {dev}: {'; '.join(problems)}"
             )
+        if not sp.enumerable(facts):  # a large space (a Helion kernel's) is sampled, never listed
+            from autotune.space import format_count
+
+            size, exact = sp.size_info(facts)
+            about = "" if exact else "at most "
+            return f"{about}{format_count(size)} configs before constraints on {dev} (too many to count); default config is valid; hash {sp.hash()[:12]}"
         return f"{sp.count(facts)} valid configs on {dev}; default config is valid; hash {sp.hash()[:12]}"
 
     def shapes(self) -> str:

@@ -354,6 +354,12 @@ def resolve_space(kernel_path: Path, space: Any) -> tuple[dict[str, Any], str]:
     raise KernelFileError(f"{kernel_path}: search space {text!r} not found (looked in {looked})")
 
 
+def space_of_file(path: str) -> tuple[dict[str, Any], str]:
+    """(the space mapping, where it came from) of a kernel file: what ``autotune space FILE.py`` shows."""
+    loaded = load_kernel_file(path)
+    return loaded.space_def, loaded.space_source
+
+
 def load_kernel_file(path: str | os.PathLike[str]) -> LoadedKernel:
     """Import a kernel file by path and check it declares the contract. One clear error naming the file."""
     p = Path(path).expanduser()
