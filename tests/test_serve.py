@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.store import RequestCount, Store
+from autotune.store import RequestCount, Store, Version
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "kernels" / "tiny.py"
@@ -155,16 +155,20 @@ def test_the_queue_gives_a_request_to_one_taker_until_its_lease_expires(db_url):
     with Store.open(db_url, create=True) as store:
         first = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu)
         second = store.services.enqueue("tiny", {"N": 9}, "N=9", cpu)
-        assert store.services.take(a, ["other"], cpu, lease_s=60) is None  # not a kernel a serves
-        assert store.services.take(a, ["tiny"], "another GPU", lease_s=60) is None
-        got_a = store.services.take(a, ["tiny"], cpu, lease_s=60)
-        got_b = store.services.take(b, ["tiny"], cpu, lease_s=60)
+        assert (
+            store.services.take(a, [Version("other", "v1")], cpu, lease_s=60) is None
+        )  # not a kernel a serves
+        assert store.services.take(a, [Version("tiny", "v1")], "another GPU", lease_s=60) is None
+        got_a = store.services.take(a, [Version("tiny", "v1")], cpu, lease_s=60)
+        got_b = store.services.take(b, [Version("tiny", "v1")], cpu, lease_s=60)
         assert {got_a.id, got_b.id} == {first, second}
-        assert store.services.take(b, ["tiny"], cpu, lease_s=60) is None  # both taken, leases live
+        assert (
+            store.services.take(b, [Version("tiny", "v1")], cpu, lease_s=60) is None
+        )  # both taken, leases live
         _expire(store, got_a.id)  # a's lease runs out (a was killed with -9 on another host)
-        again = store.services.take(b, ["tiny"], cpu, lease_s=60)
+        again = store.services.take(b, [Version("tiny", "v1")], cpu, lease_s=60)
         assert again is not None and again.id == got_a.id
-        assert store.services.take(a, ["tiny"], cpu, lease_s=60) is None  # nothing left
+        assert store.services.take(a, [Version("tiny", "v1")], cpu, lease_s=60) is None  # nothing left
         assert not store.services.finish(got_a.id, a, "done", "late")  # no longer a's
         assert store.services.finish(got_a.id, b, "done", "tuned")
         assert store.services.status_of(got_a.id) == ("done", "tuned")
@@ -187,7 +191,7 @@ def test_an_idle_look_at_the_queue_takes_no_write_lock(sqlite_url):
         holder.execute("BEGIN IMMEDIATE")  # the write lock, held until the end of the look
         got: list[object] = []
         look = threading.Thread(
-            target=lambda: got.append(store.services.take(owner, ["tiny"], cpu, lease_s=60))
+            target=lambda: got.append(store.services.take(owner, [Version("tiny", "v1")], cpu, lease_s=60))
         )
         look.start()
         look.join(timeout=WAIT_S)
@@ -197,7 +201,7 @@ def test_an_idle_look_at_the_queue_takes_no_write_lock(sqlite_url):
         look.join()
         assert returned_while_held and got == [None]
         request_id = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu)
-        taken = store.services.take(owner, ["tiny"], cpu, lease_s=60)
+        taken = store.services.take(owner, [Version("tiny", "v1")], cpu, lease_s=60)
         assert taken is not None and taken.id == request_id
 
 
@@ -216,7 +220,72 @@ def test_a_request_nobody_serves_is_refused_and_queued_again_when_a_service_for_
         store.services.started(b, device_name=cpu, kernels=[{"name": "other"}])
         assert store.services.status_of(other) == ("queued", None)
         assert store.services.refuse_unserved(a, cpu, lease_s=60) == []  # b serves it now
-        assert store.services.take(b, ["other"], cpu, lease_s=60).id == other
+        assert store.services.take(b, [Version("other", "v1")], cpu, lease_s=60).id == other
+
+
+def test_a_request_for_one_version_is_taken_only_by_a_service_running_that_version(db_url):
+    """Issue 45: services on v1 and v2 of one kernel: a request naming v2 (its source hash, and its space
+    hash) is never taken by v1's service, and a request naming no version is taken by either; a version no
+    live service runs is refused with its own reason and queued again when a service of it starts."""
+    from autotune.store import Owner
+
+    cpu, one, two = _cpu_name(), Owner(), Owner()
+    v1, v2 = Version("tiny", "hash1", "space"), Version("tiny", "hash2", "space")
+    with Store.open(db_url, create=True) as store:
+        for_v2 = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu, source_hash="hash2", space_hash="space")
+        for_v1 = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu, source_hash="hash1")
+        other_space = store.services.enqueue(
+            "tiny", {"N": 9}, "N=9", cpu, source_hash="hash2", space_hash="x"
+        )
+        assert len({for_v1, for_v2, other_space}) == 3  # one row per version of the same shape
+        got = store.services.take(one, [v1], cpu, lease_s=60)
+        assert got is not None and got.id == for_v1 and got.source_hash == "hash1"
+        assert store.services.take(one, [v1], cpu, lease_s=60) is None  # v2's and the other space's stay
+        got = store.services.take(two, [v2], cpu, lease_s=60)
+        assert got is not None and got.id == for_v2
+        assert store.services.take(two, [v2], cpu, lease_s=60) is None
+        anyone = store.services.enqueue("tiny", {"N": 10}, "N=10", cpu)  # a miss naming no version
+        assert store.services.take(one, [v1], cpu, lease_s=60).id == anyone
+        store.services.register(one, devices="cpu")
+        store.services.started(one, device_name=cpu, kernels=[{"name": "tiny", "source_hash": "hash1"}])
+        refused = store.services.refuse_unserved(one, cpu, lease_s=60)
+        assert [w.id for w in refused] == [other_space]
+        status, message = store.services.status_of(other_space)
+        assert status == "refused" and "version" in message
+        store.services.register(two, devices="cpu")
+        entry = {"name": "tiny", "source_hash": "hash2", "space_hash": "x"}
+        store.services.started(two, device_name=cpu, kernels=[entry])
+        assert store.services.status_of(other_space) == ("queued", None)
+
+
+@pytest.mark.parametrize(
+    "column, value",
+    [("kernels", 5), ("kernels", {"name": 1}), ("kernels", [3, {"name": 7}]), ("pid", "abc"), ("host", None)],
+)
+def test_a_malformed_service_row_is_left_out_and_never_ends_a_reader(db_url, column, value):
+    """Issue 45: one ``autotune_services`` row that anyone with write access spoiled (``'int' object is not
+    iterable`` ended every service, for good) is left out of the listing; the others still read."""
+    from sqlalchemy import update
+
+    from autotune.store import Owner
+    from autotune.store.models import ServiceRow
+
+    good, bad, cpu = Owner(), Owner(), _cpu_name()
+    with Store.open(db_url, create=True) as store:
+        for o in (good, bad):
+            store.services.register(o, devices="cpu")
+            store.services.started(o, device_name=cpu, kernels=[{"name": "tiny", "source_hash": "h"}])
+        try:
+            with store.db.session(write=True) as s:
+                s.execute(update(ServiceRow).where(ServiceRow.owner == bad.id).values({column: value}))
+        except Exception:
+            pytest.skip(f"{store.db.url.split(':')[0]} refuses {column}={value!r} itself")
+        listed = {x.owner: x for x in store.services.listed()}
+        assert good.id in listed and listed[good.id].kernels == ("tiny",)
+        assert bad.id not in listed or listed[bad.id].kernels == ()  # read as serving nothing
+        store.services.enqueue("other", {"N": 8}, "N=8", cpu)
+        assert [w.kernel_name for w in store.services.refuse_unserved(good, cpu, lease_s=60)] == ["other"]
+        assert store.services.serving("h", good.host, lease_s=60)
 
 
 def test_a_requested_shape_is_tuned_and_autotune_best_returns_it(db_url, tmp_path):

@@ -4,7 +4,7 @@ it)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -133,33 +133,71 @@ def request(
     from autotune.store import Store
 
     with Store.open(db, create=True) as store:
-        name, params, device_name = _kernel_of(file, device, store)
+        kernel, device_name = _kernel_of(file, device, store)
+        name, params = str(kernel["name"]), tuple(kernel.get("shape_params") or ())
         for s in [check_shape(s, params) for s in parsed]:
-            # dtypes "": the kernel's declared ones, as a recorded miss that names none (one row for both)
-            request_id = store.services.enqueue(name, s, format_shape(s), device_name)
+            # dtypes "": the kernel's declared ones, as a recorded miss that names none (one row for both);
+            # the version: this file's (a service running another version of the kernel leaves it)
+            request_id = store.services.enqueue(
+                name,
+                s,
+                format_shape(s),
+                device_name,
+                source_hash=str(kernel["source_hash"]),
+                space_hash=str(kernel.get("space_hash") or ""),
+            )
             out.print(
                 f"queued {name} {format_shape(s)} on {device_name} (request {request_id})", highlight=False
             )
 
 
-def _kernel_of(file: Path, device: str | None, store: Store) -> tuple[str, tuple[str, ...], str]:
-    """(kernel name, shape parameters, stored device name) of FILE. A live service of this host running
-    the same file (by its hash) knows them: the file is not imported (seconds of torch). Otherwise the
-    file is loaded here (it is the file the user named; a service loads only its own)."""
+def _kernel_of(file: Path, device: str | None, store: Store) -> tuple[dict[str, Any], str]:
+    """FILE's kernel entry ({"name", "source_hash", "shape_params"[, "space_hash"]}) and the stored device
+    name. A live service of this host running the same file (by its hash) knows them: the file is not
+    imported (seconds of torch). Otherwise the file is read in a child process (a file that exits, crashes
+    or hangs at import is one line, never this command's end) and the device named here."""
     import socket
 
-    from autotune.env import cpu_name, current_device_name
-    from autotune.kernel.contract import load_kernel_file, source_hash
+    from autotune.env import cpu_name
+    from autotune.kernel.contract import source_hash
     from autotune.settings import serve_settings
 
-    found = store.services.serving(source_hash(file), socket.gethostname(), lease_s=serve_settings().lease_s)
+    digest = source_hash(file)
+    found = store.services.serving(digest, socket.gethostname(), lease_s=serve_settings().lease_s)
     for service, kernel in found:
         if device is None or device == "cpu":
             wanted = cpu_name() if device == "cpu" else service.device_name
             if wanted and wanted == service.device_name:
-                return str(kernel["name"]), tuple(kernel.get("shape_params") or ()), wanted
+                return dict(kernel), wanted
+    from autotune.kernel.isolated import run_isolated
+
+    name, params, device_name = run_isolated(
+        _describe,
+        str(file),
+        device or "",
+        path=file,
+        doing="reading the kernel file",
+        timeout_s=120.0,
+        timeout_hint="120 s to import it",
+    )
+    return {"name": name, "source_hash": digest, "shape_params": list(params)}, device_name
+
+
+def _describe(file: str, device: str) -> tuple[str, tuple[str, ...], str]:
+    """In the child: the kernel's name, shape parameters, and the stored name of ``device`` ("" = cuda if
+    present, else the CPU). A device asked for and absent is a ``SettingsError``: one line, exit 2."""
+    from autotune.env import current_device_name
+    from autotune.kernel.contract import load_kernel_file
+
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SettingsError(
+                f"--device {device}: no CUDA GPU here (use --device cpu, or run it on a GPU host)"
+            )
     loaded = load_kernel_file(file)
-    return loaded.name, loaded.shape_params, current_device_name(device or "")
+    return loaded.name, tuple(loaded.shape_params), current_device_name(device)
 
 
 def print_services(store: Store, fmt: str) -> None:

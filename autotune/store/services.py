@@ -33,6 +33,11 @@ KEEP_DAYS = 7
 CHANNEL = "autotune_requests"
 #: why a request for a kernel no live service runs is refused (queued again when one starts that runs it)
 UNSERVED = "no service runs this kernel (a service runs only the kernel files it started with)"
+#: why a request for another version of a kernel that services run is refused (queued again likewise)
+UNSERVED_VERSION = (
+    "no service runs this version of the kernel (its source or space hash differs from every live "
+    "service's: reload one with SIGHUP after deploying the file)"
+)
 
 
 def notify(s: Session, db: Database) -> None:
@@ -88,6 +93,26 @@ class Service:
         return self.state != "stopped" and self.last_beat > now - timedelta(seconds=lease_s)
 
 
+def _service(r: ServiceRow) -> Service | None:
+    """The row as a ``Service``; None for a malformed one."""
+    kernels = r.kernels if isinstance(r.kernels, list) else []
+    try:
+        return Service(
+            owner=str(r.owner),
+            host=str(r.host),
+            pid=int(r.pid),
+            device_name=None if r.device_name is None else str(r.device_name),
+            devices=str(r.devices),
+            kernel_info=tuple(k for k in kernels if isinstance(k, dict) and isinstance(k.get("name"), str)),
+            started=from_db_time(r.started),
+            last_beat=from_db_time(r.last_beat),
+            request_id=r.request_id if isinstance(r.request_id, int) else None,
+            state=str(r.state),
+        )
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return None
+
+
 @dataclass(frozen=True)
 class Work:
     """A request taken from the queue: data only (a kernel name, never a path)."""
@@ -101,6 +126,42 @@ class Work:
     #: the budget of an ``autotune search`` handed over (unchecked: the service validates it); None for
     #: a recorded miss or ``autotune request`` (the service's own stopping rule)
     options: Any = None
+    #: the kernel version asked for ("": any)
+    source_hash: str = ""
+    space_hash: str = ""
+
+
+@dataclass(frozen=True)
+class Version:
+    """A kernel as one service loaded it: what a request must match to be taken by that service."""
+
+    name: str
+    source_hash: str
+    space_hash: str = ""
+
+    @staticmethod
+    def of(entry: dict[str, Any]) -> Version:
+        """From a service row's kernel entry."""
+        return Version(
+            str(entry.get("name")), str(entry.get("source_hash") or ""), str(entry.get("space_hash") or "")
+        )
+
+    def serves(self, kernel_name: str, source_hash: str, space_hash: str) -> bool:
+        """A request for this kernel that names this version, or none."""
+        return (
+            kernel_name == self.name
+            and source_hash in ("", self.source_hash)
+            and space_hash in ("", self.space_hash)
+        )
+
+
+def _matches(v: Version) -> ColumnElement[bool]:
+    """The requests ``v`` serves (``Version.serves`` as SQL)."""
+    return and_(
+        ShapeRequestRow.kernel_name == v.name,
+        ShapeRequestRow.source_hash.in_(["", v.source_hash]),
+        ShapeRequestRow.space_hash.in_(["", v.space_hash]),
+    )
 
 
 @dataclass(frozen=True)
@@ -142,8 +203,8 @@ class Services:
             )
 
     def started(self, owner: Owner, *, device_name: str, kernels: list[dict[str, Any]]) -> None:
-        """The service serves ``kernels`` ({"name", "source_hash", "shape_params"}) now: requests refused
-        because nobody ran them are queued again."""
+        """The service serves ``kernels`` ({"name", "source_hash", "space_hash", "shape_params"}) now (at
+        start, and again after a reload): requests refused because nobody ran them are queued again."""
         names = [str(k["name"]) for k in kernels]
         with self.db.session(write=True) as s:
             s.execute(
@@ -157,7 +218,7 @@ class Services:
                     ShapeRequestRow.kernel_name.in_(names),
                     ShapeRequestRow.device_name == device_name,
                     ShapeRequestRow.status == "refused",
-                    ShapeRequestRow.message == UNSERVED,
+                    ShapeRequestRow.message.in_([UNSERVED, UNSERVED_VERSION]),
                 )
                 .values(status="queued", owner=None, message=None)
             )
@@ -206,26 +267,13 @@ class Services:
         ]
 
     def listed(self) -> list[Service]:
-        """Every service row, newest start first."""
+        """Every service row, newest start first; a row that does not read as one (anyone with write access
+        may have stored anything JSON and SQLite hold) is left out: it never ends a service or a command."""
         with self.db.session() as s:
             rows = s.scalars(
                 select(ServiceRow).order_by(ServiceRow.started.desc(), ServiceRow.id.desc())
             ).all()
-            return [
-                Service(
-                    owner=r.owner,
-                    host=r.host,
-                    pid=int(r.pid),
-                    device_name=r.device_name,
-                    devices=r.devices,
-                    kernel_info=tuple(k for k in (r.kernels or []) if isinstance(k, dict)),
-                    started=from_db_time(r.started),
-                    last_beat=from_db_time(r.last_beat),
-                    request_id=r.request_id,
-                    state=r.state,
-                )
-                for r in rows
-            ]
+            return [x for x in map(_service, rows) if x is not None]
 
     # ---------------------------------------------------------------- the queue
 
@@ -237,6 +285,9 @@ class Services:
         device_name: str,
         dtypes_key: str = "",
         options: dict[str, Any] | None = None,
+        *,
+        source_hash: str = "",
+        space_hash: str = "",
     ) -> int:
         """Queue a shape (``autotune request``; ``autotune search`` with its budget in ``options``): counted
         like a recorded miss, and queued again when it was done or refused before (a running one stays with
@@ -247,8 +298,12 @@ class Services:
             ShapeRequestRow.shape_key == shape_key,
             ShapeRequestRow.dtypes_key == dtypes_key,
             ShapeRequestRow.device_name == device_name,
+            ShapeRequestRow.source_hash == source_hash,
+            ShapeRequestRow.space_hash == space_hash,
         )
-        new = RequestCount(kernel_name, shape_key, dims, device_name, 1, now, now, dtypes_key)
+        new = RequestCount(
+            kernel_name, shape_key, dims, device_name, 1, now, now, dtypes_key, source_hash, space_hash
+        )
 
         def attempt() -> int:
             # one transaction: a service woken by the NOTIFY never sees the row without its options
@@ -283,9 +338,10 @@ class Services:
         """A NOTIFY listener on Postgres; None on SQLite (the service polls)."""
         return None if self.db.is_sqlite else Listener(self.db)
 
-    def take(self, owner: Owner, kernels: list[str], device_name: str, *, lease_s: float) -> Work | None:
-        """One request for one of ``kernels`` on ``device_name``, now ``running`` under ``owner``'s lease;
-        None when there is none. Most asked-for first."""
+    def take(self, owner: Owner, kernels: list[Version], device_name: str, *, lease_s: float) -> Work | None:
+        """One request for one of ``kernels`` (the versions the service loaded) on ``device_name``, now
+        ``running`` under ``owner``'s lease; None when there is none. Most asked-for first. A request that
+        names another version of the kernel is left for a service that runs it."""
         if not kernels:
             return None
         self._requeue_dead(owner)
@@ -294,7 +350,7 @@ class Services:
             return (
                 select(ShapeRequestRow)
                 .where(
-                    ShapeRequestRow.kernel_name.in_(kernels),
+                    or_(*(_matches(k) for k in kernels)),
                     ShapeRequestRow.device_name == device_name,
                     self._takeable(now),
                 )
@@ -330,6 +386,8 @@ class Services:
                     row.dtypes_key,
                     row.device_name,
                     row.options,
+                    row.source_hash or "",
+                    row.space_hash or "",
                 )
 
         return self.db.retrying(attempt)
@@ -389,19 +447,22 @@ class Services:
         services = [x for x in self.listed() if x.alive(now, lease_s)]
         if any(x.state == "starting" for x in services):
             return []
-        served = {k for x in services if x.device_name == device_name for k in x.kernels}
+        served = [Version.of(k) for x in services if x.device_name == device_name for k in x.kernel_info]
         with self.db.session(write=True) as s:
             rows = s.scalars(
                 select(ShapeRequestRow)
                 .where(ShapeRequestRow.device_name == device_name, ShapeRequestRow.status == "queued")
                 .with_for_update(skip_locked=True)
             ).all()
-            refused = [r for r in rows if r.kernel_name not in served]
+            refused = [
+                r
+                for r in rows
+                if not any(v.serves(r.kernel_name, r.source_hash or "", r.space_hash or "") for v in served)
+            ]
+            names = {v.name for v in served}
             for r in refused:
                 r.status, r.owner = "refused", owner.id
-                r.message = (
-                    "no service runs this kernel (a service runs only the kernel files it started with)"
-                )
+                r.message = UNSERVED if r.kernel_name not in names else UNSERVED_VERSION
             return [
                 Work(r.id, r.kernel_name, r.shape_key, None, r.dtypes_key, r.device_name) for r in refused
             ]
