@@ -388,6 +388,40 @@ def test_autotune_request_takes_the_kernel_from_a_live_service_without_importing
         assert service.stop() == 0, service.log_text()
 
 
+def test_an_edited_kernel_file_is_served_as_loaded_until_sighup_reloads_it(sqlite_url, tmp_path):
+    """Issue 45: SIGHUP without ``--job`` reloads (it ended the service: exit 3); a file edited on disk is
+    noticed and logged, and a request for the edited version is not tuned by the old code under either
+    hash: it is refused as a version nobody runs, until SIGHUP loads the file, which queues it again."""
+    from autotune.kernel.contract import source_hash
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text(TINY.read_text())
+    old = source_hash(kernel)
+    service = Served(tmp_path, sqlite_url, [kernel])
+    cpu = _cpu_name()
+    try:
+        service.wait_event("serving")
+        kernel.write_text(TINY.read_text() + "\n# v2\n")
+        new = source_hash(kernel)
+        assert service.wait_event("kernel-changed")["on_disk"] == new[:12]
+        queued = _cli("request", str(kernel), "--shape", "N=20", "--device", "cpu", "--db", sqlite_url)
+        assert queued.returncode == 0, queued.stderr
+        refused = service.wait_event("refused", shape="N=20")["request"]
+        with Store(sqlite_url) as store:
+            assert "version" in (store.services.status_of(refused)[1] or "")
+        service.proc.send_signal(signal.SIGHUP)
+        assert service.wait_event("reloaded")["source_hash"] == new[:12]
+        service.wait_event("tuned", shape="N=20")
+        with Store(sqlite_url) as store:
+            assert {r.source_hash for r in store.trials.best("tiny", "N=20", cpu)} == {new}
+        assert service.proc.poll() is None
+    finally:
+        assert service.stop() == 0, service.log_text()
+    assert old != new and not [
+        e for e in service.events() if e["event"] == "tuning" and e.get("shape") != "N=20"
+    ]
+
+
 def test_hostile_requests_are_refused_in_one_line_and_the_service_goes_on(sqlite_url, tmp_path):
     cpu = _cpu_name()
     with Store.open(sqlite_url, create=True) as store:

@@ -32,6 +32,19 @@ JobOption = Annotated[
         "workers; its kernel files are served too; SIGHUP reads it again",
     ),
 ]
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="Serve Prometheus metrics (/metrics) and health probes (/healthz liveness, /readyz readiness) "
+        "on this TCP port (0: any free port, said in the log)",
+    ),
+]
+MetricsHostOption = Annotated[
+    str, typer.Option("--metrics-host", help="Address the metrics port listens on (default: every interface)")
+]
 LogFormatOption = Annotated[
     str, typer.Option("--log-format", help="text, or json: one JSON object per line (log collectors)")
 ]
@@ -62,6 +75,8 @@ def serve(
     devices: DevicesOption = None,
     job: JobOption = None,
     log_format: LogFormatOption = "text",
+    metrics_port: MetricsPortOption = None,
+    metrics_host: MetricsHostOption = "",
 ) -> None:
     """Tune the shapes production asks for: keep the workers of each kernel file warm and work the queue
     of requests in the database (recorded best_config misses, `autotune request`) until SIGTERM.
@@ -101,7 +116,19 @@ def serve(
                     f"{job}: database: {mask_url(normalize_db_url(the_job.database))} is not the service's "
                     f"database {store.masked_url} (leave it out: the service's is used)"
                 )
-        Service(files, store, settings, timing, EventLog(log_format), job=the_job).run()
+        log = EventLog(log_format)
+        log.capture_logging()  # autotune's and its libraries' warnings in the same format, never plain lines
+        service = Service(
+            files,
+            store,
+            settings,
+            timing,
+            log,
+            job=the_job,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+        )
+        service.run()
     finally:
         store.close()
 

@@ -62,8 +62,18 @@ class Service:
         serve: ServeSettings,
         log: EventLog,
         job: Job | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "",
     ) -> None:
-        """``job``: a validated job file with a ``schedule`` (its kernel files are among ``kernel_files``)."""
+        """``job``: a validated job file with a ``schedule`` (its kernel files are among ``kernel_files``);
+        ``metrics_port``: serve ``/metrics``, ``/healthz`` and ``/readyz`` there (0: any free port)."""
+        from autotune.service.metrics import Metrics
+
+        self.metrics = Metrics()
+        self.metrics_port, self.metrics_host = metrics_port, metrics_host
+        self._metrics_server: Any = None
+        #: monotonic time of the last heartbeat that reached the database (readiness)
+        self._beat_ok = time.monotonic()
         self.kernel_files = list(kernel_files)
         self.store = store
         self.settings = settings
@@ -110,6 +120,7 @@ class Service:
         self.store.services.register(self.owner, devices=self.settings.devices or "default")
         self.log("starting", owner=self.owner.id, kernels=",".join(str(f) for f in self.kernel_files))
         try:
+            self._serve_metrics()
             self._start()
             self._beats = threading.Thread(target=self._beat_loop, name="autotune-serve-beat", daemon=True)
             self._beats.start()
@@ -141,6 +152,29 @@ class Service:
                 signal.set_wakeup_fd(previous_fd)
                 for sock in reversed(self._wakeup):  # the writing end first: the watcher's recv ends
                     sock.close()
+
+    def _serve_metrics(self) -> None:
+        if self.metrics_port is None:
+            return
+        from autotune.service.metrics import MetricsServer
+
+        self._metrics_server = MetricsServer(self.metrics, self.health, self.metrics_host, self.metrics_port)
+        self.log(
+            "metrics",
+            f"/metrics, /healthz, /readyz on port {self._metrics_server.port}",
+            port=self._metrics_server.port,
+        )
+
+    def health(self) -> Any:
+        """Liveness: the loop and the heartbeat thread run. Readiness: kernels loaded, and the last
+        heartbeat reached the database within the lease."""
+        from autotune.service.metrics import Health
+
+        beats = self._beats is not None and self._beats.is_alive()
+        live = not self.stop.is_set() and (beats or self.state == "starting")
+        fresh = time.monotonic() - self._beat_ok < self.serve.lease_s
+        ready = live and self.state in ("idle", "tuning") and bool(self.tuners) and fresh
+        return Health(live, ready, self.state if fresh else f"{self.state}, database unreachable")
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # A handler runs in the main thread between two bytecodes, maybe while that thread holds a lock
@@ -320,6 +354,7 @@ class Service:
         """LISTEN for queued work (Postgres); after a failure, tried again every ``RELISTEN_EVERY_S``."""
         self._next_listen = time.monotonic() + RELISTEN_EVERY_S
         self._listener = _quietly(self.store.services.listen, self.log, "listen-failed")
+        self.metrics.listening.set(self._listener is not None)
         if self._listener is not None:
             self.log("listening", f"woken by NOTIFY; polling every {self._poll_s()} s")
 
@@ -348,6 +383,7 @@ class Service:
             except Exception as e:  # the connection broke: poll until it listens again
                 self._listener.close()
                 self._listener = None
+                self.metrics.listening.set(0)
                 self._next_listen = time.monotonic() + RELISTEN_EVERY_S
                 self.log("listen-failed", f"polling every {self._poll_s()} s until it listens again: {e}")
 
@@ -372,6 +408,8 @@ class Service:
         for tuner in self.tuners.values():
             _quietly(lambda t=tuner: t.__exit__(None, None, None), self.log)
         _quietly(lambda: services.stopped(self.owner), self.log)
+        if self._metrics_server is not None:
+            _quietly(self._metrics_server.close, self.log)
         self.log("stopped", owner=self.owner.id)
 
     # ------------------------------------------------------------------ heartbeats
@@ -383,6 +421,10 @@ class Service:
                 self.store.services.beat(
                     self.owner, state=self.state, request_id=self.current, lease_s=self.serve.lease_s
                 )
+                self._beat_ok = time.monotonic()
+                # the queue read only where something scrapes it: an idle service's cost stays one write
+                queue = self.store.services.queue_counts() if self._metrics_server is not None else {}
+                self.metrics.beat(queue)
                 said = ""
             except Exception as e:  # the database is away: say so once, keep beating
                 if str(e) != said:
@@ -406,7 +448,7 @@ class Service:
         for w in refused:
             self.log(
                 "refused",
-                "no service runs this kernel",
+                "no live service runs this kernel, or this version of it",
                 request=w.id,
                 kernel=w.kernel_name,
                 shape=w.shape_key,
@@ -454,6 +496,7 @@ class Service:
             self._in_search = False
             self.log("failed", str(e), request=work.id)
             _quietly(lambda: self.store.services.hand_back(self.owner), self.log)
+            self.metrics.requests.labels("handed_back").inc()
             return
         except ShapeInputError as e:  # production's data (N=10**13 cannot be allocated): refused
             self._in_search = False
@@ -466,6 +509,7 @@ class Service:
             return
         finally:
             self._in_search = False
+        self.metrics.searched(meta.name, time.monotonic() - t0, report.evaluations, report.statuses)
         best = report.best
         message = (
             f"best {fmt_config(best.config)} {fmt_time(best.time_s)} after {report.evaluations} evaluations"
@@ -578,6 +622,7 @@ class Service:
     ) -> None:
         ours = self.store.services.finish(work.id, self.owner, status, message, report)
         event = "tuned" if status == "done" else "refused"
+        self.metrics.requests.labels(event).inc()
         if not ours:
             message += " (its lease had expired: another service took it over)"
         self.log(event, message, request=work.id, kernel=work.kernel_name, shape=work.shape_key, **fields)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, select, text, update
+from sqlalchemy import and_, delete, func, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -484,6 +484,14 @@ class Services:
             row = s.get_one(ShapeRequestRow, request_id)
             report = row.report if isinstance(row.report, dict) else None
             return Outcome(row.status, row.message, report, row.owner)
+
+    def queue_counts(self) -> dict[str, int]:
+        """Requests by status (``autotune serve``'s queue-depth metric): one grouped read."""
+        with self.db.session() as s:
+            rows = s.execute(
+                select(ShapeRequestRow.status, func.count()).group_by(ShapeRequestRow.status)
+            ).all()
+            return {str(status): int(n) for status, n in rows}
 
     def status_of(self, request_id: int) -> tuple[str, str | None]:
         """(status, message) of a request."""
