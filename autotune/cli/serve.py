@@ -108,14 +108,7 @@ def serve(
         check_job(the_job, files)
     store = Store.open(db, create=True)
     try:
-        if the_job is not None and the_job.database is not None:
-            from autotune.store.urls import mask_url, normalize_db_url
-
-            if normalize_db_url(the_job.database) != store.db.url:
-                raise SettingsError(
-                    f"{job}: database: {mask_url(normalize_db_url(the_job.database))} is not the service's "
-                    f"database {store.masked_url} (leave it out: the service's is used)"
-                )
+        _check_job_database(the_job, store)
         log = EventLog(log_format)
         log.capture_logging()  # autotune's and its libraries' warnings in the same format, never plain lines
         service = Service(
@@ -131,6 +124,19 @@ def serve(
         service.run()
     finally:
         store.close()
+
+
+def _check_job_database(job: Any, store: Store) -> None:
+    """A job file's ``database:``, if it names one, is the service's."""
+    if job is None or job.database is None:
+        return
+    from autotune.store.urls import mask_url, normalize_db_url
+
+    if normalize_db_url(job.database) != store.db.url:
+        raise SettingsError(
+            f"{job.path}: database: {mask_url(normalize_db_url(job.database))} is not the service's "
+            f"database {store.masked_url} (leave it out: the service's is used)"
+        )
 
 
 @app.command()
