@@ -422,6 +422,115 @@ def test_an_edited_kernel_file_is_served_as_loaded_until_sighup_reloads_it(sqlit
     ]
 
 
+def _get(port: int, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_metrics_and_health_endpoints_and_a_json_log_without_plain_lines(sqlite_url, tmp_path):
+    """Issue 45: ``--metrics-port`` serves Prometheus metrics (queue by state, searches, evaluations, search
+    seconds, last heartbeat) and the liveness/readiness probes; ``--log-format json`` writes JSON only."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    service = Served(
+        tmp_path, sqlite_url, [TINY], args=("--metrics-port", "0", "--metrics-host", "127.0.0.1")
+    )
+    try:
+        port = service.wait_event("metrics")["port"]
+        service.wait_event("serving")
+        assert _get(port, "/healthz")[0] == 200
+        deadline = time.monotonic() + WAIT_S
+        while _get(port, "/readyz")[0] != 200:  # ready once a heartbeat after the start reached the database
+            assert time.monotonic() < deadline, _get(port, "/readyz")
+            time.sleep(0.3)
+        with Store(sqlite_url) as store:
+            _miss(store, "tiny", {"N": 16}, _cpu_name())
+        service.wait_event("tuned", shape="N=16")
+        deadline = time.monotonic() + WAIT_S
+        while True:  # the queue gauge is read with the heartbeat
+            status, text = _get(port, "/metrics")
+            samples = {
+                (x.name, tuple(sorted(x.labels.items()))): x.value
+                for f in text_string_to_metric_families(text)
+                for x in f.samples
+            }
+            if samples.get(("autotune_serve_queue_requests", (("state", "done"),))) == 1:
+                break
+            assert time.monotonic() < deadline, text
+            time.sleep(0.3)
+        assert status == 200
+        assert samples[("autotune_serve_searches_total", (("kernel", "tiny"),))] == 1
+        assert samples[("autotune_serve_evaluations_total", (("kernel", "tiny"),))] >= 1
+        assert samples[("autotune_serve_search_seconds_count", ())] == 1
+        assert samples[("autotune_serve_requests_total", (("outcome", "tuned"),))] == 1
+        assert samples[("autotune_serve_last_heartbeat_timestamp_seconds", ())] > time.time() - WAIT_S
+        assert samples[("autotune_serve_listening", ())] == 0  # SQLite: it polls
+        assert _get(port, "/nowhere")[0] == 404
+    finally:
+        assert service.stop() == 0, service.log_text()
+    lines = service.log_text().splitlines()
+    assert lines and all(line.startswith("{") for line in lines), [x for x in lines if not x.startswith("{")]
+
+
+def test_the_text_log_escapes_control_characters_and_json_captures_python_logging():
+    """Issue 45: an ESC or a right-to-left override in a request's kernel name reached the text log raw;
+    a library's logging.warning was a plain line in a JSON log."""
+    import io
+    import logging
+
+    from autotune.service.events import EventLog
+
+    text = io.StringIO()
+    EventLog("text", text)("refused", "bad \x1b[2J\u202ename", kernel="\x1b]0;owned\x07")
+    assert "\x1b" not in text.getvalue() and "\u202e" not in text.getvalue()
+    assert "\\x1b[2J" in text.getvalue() and "\\u202e" in text.getvalue()
+    stream = io.StringIO()
+    log = EventLog("json", stream)
+    import warnings
+
+    root = logging.getLogger()
+    handlers, level, show = list(root.handlers), root.level, warnings.showwarning
+    try:
+        log.capture_logging()
+        logging.getLogger("autotune.somewhere").warning("the disk is %s", "full")
+    finally:
+        root.handlers[:], root.level, warnings.showwarning = handlers, level, show
+    record = json.loads(stream.getvalue())
+    assert (
+        record["event"] == "log" and record["message"] == "the disk is full" and record["level"] == "warning"
+    )
+
+
+def test_show_requests_has_a_status_column_and_json_and_markup_in_names_is_plain_text(sqlite_url):
+    """Issue 45: ``show --requests`` had no status column and ``-f json`` exited 2; a kernel named ``[/x]``
+    crashed the tables (rich markup), and ``[bold]`` would have been rendered."""
+    from autotune.store import Owner
+
+    cpu = _cpu_name()
+    with Store.open(sqlite_url, create=True) as store:
+        _miss(store, "[/x]", {"N": 8}, cpu)
+        owner = Owner(host="[/host]")
+        store.services.register(owner, devices="cpu")
+        store.services.started(owner, device_name="[bold]gpu", kernels=[{"name": "[/x]"}])
+    as_json = _cli("show", "--requests", "-f", "json", "--db", sqlite_url)
+    assert as_json.returncode == 0, as_json.stderr
+    (row,) = json.loads(as_json.stdout)
+    assert row["kernel_name"] == "[/x]" and row["status"] == "queued" and row["count"] == 1
+    table = _cli("show", "--requests", "--db", sqlite_url, env={"COLUMNS": "250"})
+    assert table.returncode == 0 and "[/x]" in table.stdout and "status" in table.stdout, table.stderr
+    assert "queued" in table.stdout
+    services = _cli("show", "--services", "--db", sqlite_url, env={"COLUMNS": "250"})
+    assert services.returncode == 0 and "[/host]" in services.stdout and "[bold]gpu" in services.stdout, (
+        services.stderr
+    )
+
+
 def test_hostile_requests_are_refused_in_one_line_and_the_service_goes_on(sqlite_url, tmp_path):
     cpu = _cpu_name()
     with Store.open(sqlite_url, create=True) as store:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from autotune.cli.common import (
     DbOption,
@@ -24,6 +23,7 @@ from autotune.cli.common import (
 )
 from autotune.errors import DatabaseUnreachableError, SettingsError
 from autotune.files import check_writable, write_text
+from autotune.plain_table import PlainTable as Table
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:

@@ -239,8 +239,7 @@ def print_services(store: Store, fmt: str) -> None:
     import json
     from dataclasses import asdict
 
-    from rich.table import Table
-
+    from autotune.plain_table import PlainTable as Table
     from autotune.settings import serve_settings
     from autotune.store.models import utcnow
 
