@@ -63,7 +63,8 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_USE_NVIDIA_TOOLS": "1 under Nsight/Compute Sanitizer: the bench returns placeholders",
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
-    "AUTOTUNE_LOOKUP_RETRY": "seconds between best_config's re-reads of the database: after a failed load, and for a shape that fell back (nearest or default), so new bests are used without a restart (default 60)",
+    "AUTOTUNE_LOOKUP_RETRY": "seconds between best_config's re-reads of the database after a failed load, and of an export file for a shape that fell back (default 60)",
+    "AUTOTUNE_LOOKUP_RECHECK": "seconds between best_config's looks (one small query) whether a kernel's bests changed in the database while a shape falls back: a newly tuned best is used within about this (default 2)",
     "AUTOTUNE_PRINT": "1: the @autotune drop-in prints the config it chose for each key once (as TRITON_PRINT_AUTOTUNING)",
     "AUTOTUNE_TRACE_STARTUP": "1: a search prints a timeline of its start-up and end (what ran in which process, when) on stderr",
     "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
@@ -284,6 +285,16 @@ def lookup_timeout_s() -> float:
 def lookup_retry_s() -> float:
     """``AUTOTUNE_LOOKUP_RETRY``, read leniently (the lookup never raises for a setting)."""
     return env_float("AUTOTUNE_LOOKUP_RETRY", LOOKUP_RETRY_S, lenient=True)
+
+
+#: seconds between two looks (one small aggregate query) whether a kernel's bests changed, while some
+#: shape fell back: a newly tuned best reaches the process within about this (issue 45)
+LOOKUP_RECHECK_S = 2.0
+
+
+def lookup_recheck_s() -> float:
+    """``AUTOTUNE_LOOKUP_RECHECK``, read leniently (the lookup never raises for a setting)."""
+    return env_float("AUTOTUNE_LOOKUP_RECHECK", LOOKUP_RECHECK_S, lenient=True)
 
 
 @dataclass(frozen=True)
