@@ -316,13 +316,20 @@ class ServeSettings:
         return min(self.poll_s or 5.0, self.lease_s / 3)
 
 
+#: the longest serve poll or lease, in seconds
+MAX_SERVE_S = 7 * 86400.0
+
+
 def serve_settings() -> ServeSettings:
     """``AUTOTUNE_SERVE_POLL`` and ``AUTOTUNE_SERVE_LEASE`` (both > 0)."""
     default = ServeSettings()
-    return ServeSettings(
-        env_float("AUTOTUNE_SERVE_POLL", default.poll_s, positive=True),
-        env_float("AUTOTUNE_SERVE_LEASE", default.lease_s, positive=True),
-    )
+    poll = env_float("AUTOTUNE_SERVE_POLL", default.poll_s, positive=True)
+    lease = env_float("AUTOTUNE_SERVE_LEASE", default.lease_s, positive=True)
+    # a lease is added to datetimes: 1e308 s overflowed there (exit 3, "internal error") at the first take
+    for name, value in (("AUTOTUNE_SERVE_POLL", poll), ("AUTOTUNE_SERVE_LEASE", lease)):
+        if value is not None and value > MAX_SERVE_S:
+            raise SettingsError(f"{name} must be at most {MAX_SERVE_S:g} s (a week); got {value:g}")
+    return ServeSettings(poll, lease)
 
 
 def default_compile_workers() -> int:

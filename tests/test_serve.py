@@ -677,12 +677,29 @@ def test_bad_serve_and_request_input_is_one_line_and_exit_2(sqlite_url, tmp_path
             "is not the service's database",
         ),
     ]
+    import socket
+
+    taken = socket.socket()  # a metrics port another process listens on
+    taken.bind(("", 0))
+    taken.listen()
+    exiting = tmp_path / "exits.py"  # `request` read it in-process: exit 7, silently (issue 45)
+    exiting.write_text("import os\nos._exit(7)\n")
+    cases += [  # issue 45: each was exit 3 ("internal error") or silent
+        (["request", str(exiting), "--shape", "N=8"], "exits.py"),
+        (["serve", "--kernels", str(TINY), "--metrics-port", str(taken.getsockname()[1])], "cannot listen"),
+    ]
+    import torch
+
+    if not torch.cuda.is_available():
+        cases.append((["request", str(TINY), "--shape", "N=8", "--device", "cuda"], "no CUDA GPU here"))
     for args, message in cases:
         proc = _cli(*args, "--db", sqlite_url)
         lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (args, proc.stderr)
-    with Store(sqlite_url) as store:  # the service that could not load its kernel file says stopped
-        assert [s.state for s in store.services.listed()] == ["stopped"]
+    huge = _cli("serve", "--kernels", str(TINY), "--db", sqlite_url, env={"AUTOTUNE_SERVE_LEASE": "1e308"})
+    assert huge.returncode == 2 and "AUTOTUNE_SERVE_LEASE must be at most" in huge.stderr, huge.stderr
+    with Store(sqlite_url) as store:  # the services that could not load a file or listen say stopped
+        assert [s.state for s in store.services.listed()] == ["stopped", "stopped"]
 
 
 def _job(
