@@ -83,6 +83,9 @@ class Served:
             time.sleep(0.2)
         raise AssertionError(f"no {event} {match} in {WAIT_S} s: {self.log_text()}")
 
+    def wait_event_after_exit(self, event: str) -> dict:
+        return next(e for e in self.events() if e["event"] == event)
+
     def log_text(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""
 
@@ -529,6 +532,23 @@ def test_show_requests_has_a_status_column_and_json_and_markup_in_names_is_plain
     assert services.returncode == 0 and "[/host]" in services.stdout and "[bold]gpu" in services.stdout, (
         services.stderr
     )
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_sqlite_file_deleted_or_replaced_under_the_service_ends_it_with_one_line(tmp_path, how):
+    """Issue 45: a deleted SQLite file was served silently (writes to a file nobody reads), and a re-created
+    one left the service invisible to ``show --services``: the service says so and exits 2 (a supervisor
+    restarts it on the new file)."""
+    path = tmp_path / "s.db"
+    url = f"sqlite:///{path}"
+    service = Served(tmp_path, url, [TINY])
+    service.wait_event("serving")
+    for f in tmp_path.glob("s.db*"):
+        f.unlink()
+    if how == "replaced":
+        Store.open(url, create=True).close()
+    assert service.proc.wait(timeout=WAIT_S) == 2, service.log_text()
+    assert "deleted or replaced" in service.wait_event_after_exit("database-gone")["message"]
 
 
 def test_hostile_requests_are_refused_in_one_line_and_the_service_goes_on(sqlite_url, tmp_path):

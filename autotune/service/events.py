@@ -44,7 +44,7 @@ class EventLog:
         """Python logging and warnings (autotune's loggers, SQLAlchemy's, torch's) written as events of this
         log (``log``, ``warning``): one format, no plain line in a JSON log."""
         root = logging.getLogger()
-        root.addHandler(_Forward(self))
+        root.handlers[:] = [_Forward(self)]  # the CLI's plain stderr handler (logging.basicConfig) goes
         if root.level == logging.NOTSET or root.level > logging.WARNING:
             root.setLevel(logging.WARNING)
 

@@ -48,6 +48,11 @@ CHECK_FILES_EVERY_S = 5.0
 RELISTEN_EVERY_S = 5.0
 
 
+class DatabaseGone(StoreError):
+    """The service's SQLite file was deleted or replaced under it: whatever it stored from now on would go
+    to a file nobody reads (or be invisible in the new one). The service ends (exit 2): restart it."""
+
+
 class ServiceStopping(BaseException):
     """Raised into the search in flight by SIGTERM: a BaseException, so that nothing on the way swallows
     it and the search hands its claims back as it does for Ctrl-C."""
@@ -127,7 +132,13 @@ class Service:
             self._listen()
             said = ""
             self._schedule()
+            file_id = _sqlite_file_id(self.store)
             while not self._stopping():
+                if _sqlite_file_id(self.store) != file_id:
+                    raise DatabaseGone(
+                        f"the SQLite file {self.store.db.sqlite_path} was deleted or replaced while the service "
+                        "ran: stopping (restart the service on the database its clients use)"
+                    )
                 try:
                     if self._reload:
                         self._reload_all()
@@ -143,6 +154,9 @@ class Service:
                     self._idle()
         except ServiceStopping:
             pass
+        except DatabaseGone as e:
+            self.log("database-gone", str(e))
+            raise
         finally:
             try:
                 self._shutdown()
@@ -650,6 +664,20 @@ def _settings(tuner: Any, settings: SearchSettings) -> Iterator[None]:
         yield
     finally:
         tuner.settings = base
+
+
+def _sqlite_file_id(store: Store) -> tuple[int, int] | None:
+    """(device, inode) of the store's SQLite file; None on Postgres, or when the file is gone."""
+    import os
+
+    path = store.db.sqlite_path if store.db.is_sqlite else None
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (0, 0)
+    return st.st_dev, st.st_ino
 
 
 def _hash_or_none(path: Path) -> str | None:
