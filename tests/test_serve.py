@@ -208,6 +208,45 @@ def test_an_idle_look_at_the_queue_takes_no_write_lock(sqlite_url):
         assert taken is not None and taken.id == request_id
 
 
+@pytest.mark.postgres
+def test_a_host_whose_clock_runs_ahead_takes_over_no_live_lease(pg_url, monkeypatch):
+    """Issue 45: a host clock 90 s ahead took live requests (and claims: configs measured twice). Leases and
+    heartbeats are compared on the database's clock: this host's corrected by its offset to the server's."""
+    from datetime import datetime as real_datetime
+    from datetime import timedelta
+
+    from autotune.store import Owner
+    from autotune.store.claims import ClaimState
+
+    cpu, honest, ahead = _cpu_name(), Owner(), Owner()
+    with Store.open(pg_url, create=True) as store:
+        request_id = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu)
+        assert store.services.take(honest, [Version("tiny", "v1")], cpu, lease_s=60).id == request_id
+        key = store.keys.ensure(
+            "tiny", "a" * 64, "s" * 64, {}, {"N": 8}, "N=8", {"x": "float32"}, {"gpu_name": cpu}
+        )
+        assert store.claims.claim(key.id, "c" * 16, honest, lease_s=60).state is ClaimState.CLAIMED
+
+    class Ahead(real_datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real_datetime.now(tz) + timedelta(seconds=90)
+
+    import autotune.store.database
+    import autotune.store.models
+
+    monkeypatch.setattr(autotune.store.database, "datetime", Ahead)
+    monkeypatch.setattr(autotune.store.models, "datetime", Ahead)
+    with Store(pg_url) as store:  # another process on the host whose clock runs ahead
+        assert store.services.take(ahead, [Version("tiny", "v1")], cpu, lease_s=60) is None
+        assert store.claims.claim(key.id, "c" * 16, ahead, lease_s=60).state is ClaimState.BUSY
+        assert [
+            x.owner for x in store.services.listed() if x.alive(store.db.now(), 60)
+        ] == []  # none beat yet
+        store.services.register(ahead, devices="cpu")
+        assert [x.owner for x in store.services.listed() if x.alive(store.db.now(), 60)] == [ahead.id]
+
+
 def test_a_request_nobody_serves_is_refused_and_queued_again_when_a_service_for_it_starts(db_url):
     from autotune.store import Owner
 

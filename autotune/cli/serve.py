@@ -241,9 +241,8 @@ def print_services(store: Store, fmt: str) -> None:
 
     from autotune.plain_table import PlainTable as Table
     from autotune.settings import serve_settings
-    from autotune.store.models import utcnow
 
-    now, lease_s = utcnow(), serve_settings().lease_s
+    now, lease_s = store.db.now(), serve_settings().lease_s
     rows = store.services.listed()
 
     def state(x: Service) -> str:

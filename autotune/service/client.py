@@ -181,9 +181,8 @@ def _still_serving(store: Store, service: Any) -> bool:
     """Its row beats within the lease, and its process (of this host: a handed-over search's service is)
     is not known gone: a service killed with -9 is noticed at once, not a lease later."""
     from autotune.store.claims import Owner, owner_id_dead
-    from autotune.store.models import utcnow
 
     lease_s = serve_settings().lease_s
     if owner_id_dead(service.owner, Owner()):
         return False
-    return any(x.owner == service.owner and x.alive(utcnow(), lease_s) for x in store.services.listed())
+    return any(x.owner == service.owner and x.alive(store.db.now(), lease_s) for x in store.services.listed())

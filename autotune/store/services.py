@@ -23,7 +23,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from autotune.store.claims import Owner, owner_id_dead
 from autotune.store.database import Database
-from autotune.store.models import ServiceRow, ShapeRequestRow, utcnow
+from autotune.store.models import ServiceRow, ShapeRequestRow
 from autotune.store.requests import RequestCount, request_row
 from autotune.store.rows import from_db_time
 
@@ -185,7 +185,7 @@ class Services:
     def register(self, owner: Owner, *, devices: str) -> None:
         """The service's row, ``starting``: while it loads its kernel files, no other service refuses a
         request for a kernel nobody serves yet (it may be one of this service's)."""
-        now = utcnow()
+        now = self.db.now()
         with self.db.session(write=True) as s:
             # every start adds a row: those silent for a week (stopped, or dead) go
             s.execute(delete(ServiceRow).where(ServiceRow.last_beat < now - timedelta(days=KEEP_DAYS)))
@@ -210,7 +210,7 @@ class Services:
             s.execute(
                 update(ServiceRow)
                 .where(ServiceRow.owner == owner.id)
-                .values(device_name=device_name, kernels=list(kernels), state="idle", last_beat=utcnow())
+                .values(device_name=device_name, kernels=list(kernels), state="idle", last_beat=self.db.now())
             )
             s.execute(
                 update(ShapeRequestRow)
@@ -227,7 +227,7 @@ class Services:
         """The heartbeat, and the lease of the request the service works on."""
 
         def attempt() -> None:
-            now = utcnow()
+            now = self.db.now()
             with self.db.session(write=True) as s:
                 s.execute(
                     update(ServiceRow)
@@ -252,12 +252,12 @@ class Services:
             s.execute(
                 update(ServiceRow)
                 .where(ServiceRow.owner == owner.id)
-                .values(state="stopped", request_id=None, last_beat=utcnow())
+                .values(state="stopped", request_id=None, last_beat=self.db.now())
             )
 
     def serving(self, source_hash: str, host: str, *, lease_s: float) -> list[tuple[Service, dict[str, Any]]]:
         """The live services of ``host`` running the kernel file of ``source_hash``, with its entry."""
-        now = utcnow()
+        now = self.db.now()
         return [
             (x, k)
             for x in self.listed()
@@ -292,7 +292,7 @@ class Services:
         """Queue a shape (``autotune request``; ``autotune search`` with its budget in ``options``): counted
         like a recorded miss, and queued again when it was done or refused before (a running one stays with
         its service, whose report the waiting command then reads). Returns the request's id."""
-        now = utcnow()
+        now = self.db.now()
         ident = (
             ShapeRequestRow.kernel_name == kernel_name,
             ShapeRequestRow.shape_key == shape_key,
@@ -361,11 +361,11 @@ class Services:
         # a look without the write lock first: an idle SQLite service polls several times a second, and a
         # write transaction each time would queue behind (and delay) the searches writing their trials
         with self.db.session() as s:
-            if s.scalars(takeable(utcnow())).first() is None:
+            if s.scalars(takeable(self.db.now())).first() is None:
                 return None
 
         def attempt() -> Work | None:
-            now = utcnow()
+            now = self.db.now()
             with self.db.session(write=True) as s:
                 row = s.scalars(takeable(now).with_for_update(skip_locked=True)).first()
                 if row is None:
@@ -425,7 +425,7 @@ class Services:
         """Mark ``owner``'s request ``done`` or ``refused`` (with the search's report, if one ran); False
         when it is no longer ours (its lease expired and another service took it over)."""
         assert status in ("done", "refused")
-        now = utcnow()
+        now = self.db.now()
         with self.db.session(write=True) as s:
             res = s.execute(
                 update(ShapeRequestRow)
@@ -443,7 +443,7 @@ class Services:
     def refuse_unserved(self, owner: Owner, device_name: str, *, lease_s: float) -> list[Work]:
         """Refuse the queued requests on ``device_name`` whose kernel no live service there serves; never
         while a service is still starting (its kernels are not known yet). Returns the refused."""
-        now = utcnow()
+        now = self.db.now()
         services = [x for x in self.listed() if x.alive(now, lease_s)]
         if any(x.state == "starting" for x in services):
             return []
