@@ -117,3 +117,14 @@ def test_no_child_of_a_service_survives_kill_9(tmp_path):
         need=3,
     )
     assert survivors == {}, f"left running after kill -9 of the service: {survivors}"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to list children")
+def test_no_child_of_a_nightly_run_survives_kill_9(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: soak\ntrials: 20\nverify: false\nkernels:\n  - file: {TINY}\n    shapes: ['N=32']\n"
+        f"database: sqlite:///{tmp_path / 'n.db'}\n"
+    )
+    survivors = _survivors_after_kill9(["nightly", str(job)], {"TINY_COMPILE_SLEEP": "5"}, need=3)
+    assert survivors == {}, f"left running after kill -9 of the nightly run: {survivors}"

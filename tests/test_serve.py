@@ -852,11 +852,19 @@ def test_a_search_is_handed_to_a_live_service_and_local_searches_here(db_url, tm
         )  # fmt: skip
         assert local.returncode == 0, local.stderr
         assert "handed to autotune serve" not in local.stderr and "matmul_cpu" in local.stdout
+        # no --shape: searched here, and it says why (issue 45: nothing said it)
+        shapeless = _cli("search", str(MATMUL), "--device", "cpu", "--trials", "1", "--db", db_url)
+        assert shapeless.returncode == 0, shapeless.stderr
+        assert f"not through autotune serve (pid {service.proc.pid}): no --shape" in shapeless.stderr
     finally:
         assert service.stop() == 0, service.log_text()
     with Store(db_url) as store:
         assert store.trials.duplicate_measurements() == 0
-        assert not [e for e in service.events() if e.get("shape") == "M=32,N=64,K=64"]
+        assert not [
+            e
+            for e in service.events()
+            if e.get("shape") in ("M=32,N=64,K=64", None) and e["event"] == "tuning"
+        ]
 
 
 def test_hostile_search_options_are_refused():

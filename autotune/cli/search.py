@@ -221,17 +221,20 @@ def _via_service(
     from autotune.service.client import HANDED_OVER, find_service, hand_over
     from autotune.settings import SearchSettings
 
-    if local or not shapes:
+    if local:
         return None
     # how configs are compiled and timed is the service's: a search setting them otherwise runs here
+    why = "" if shapes else "no --shape (the default shapes are in the file, which a service never reads)"
     if replace(settings, **{k: getattr(SearchSettings(), k) for k in HANDED_OVER}) != SearchSettings():
-        return None
-
+        why = why or "an option that changes how configs are compiled or timed (those are the service's)"
     with timeline.phase("look for a live autotune serve running FILE"):
         found = find_service(store, source_hash(file), settings.devices)
     if found is None:
         return None
     service, kernel = found
+    if why:  # a live service runs this very file: say why the search is not handed to it
+        progress.say(f"searching in this process, not through autotune serve (pid {service.pid}): {why}")
+        return None
     with progress:
         reports = hand_over(store, service, kernel, shapes, settings, progress)
     return None if reports is None else (reports, str(kernel["name"]))
