@@ -248,10 +248,12 @@ class _Cluster:
 
     def restart(self) -> None:
         bin_dir = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
-        cmd = [str(bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "restart"]
+        log = self.data.parent / "server.log"
+        cmd = [str(bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(log), "-m", "fast", "-w", "-t", "60"]
         if os.getuid() == 0:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, check=True, capture_output=True)
+        # the new server must not hold this process's pipes: its output goes to the server log
+        subprocess.run([*cmd, "restart"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def __exit__(self, *exc: object) -> None:
         subprocess.run(

@@ -153,12 +153,7 @@ def show(
         print_services(store, fmt)
         return
     if requests:
-        from autotune.jobs.nightly.requests_table import requests_json, requests_table
-
-        if fmt == "json":
-            typer.echo(json.dumps(requests_json(store), indent=2, default=str))
-        else:
-            out.print(requests_table(store))
+        _print_requests(store, fmt)
         return
     rows = sorted(store.history.key_states(), key=lambda r: (r.kernel_name, r.shape_key, r.key_id))
     if fmt == "json":
@@ -195,6 +190,16 @@ def show(
     out.print(table)
     if not rows:
         out.print("nothing tuned yet: run `autotune search FILE`")
+
+
+def _print_requests(store: Any, fmt: str) -> None:
+    """``show --requests``: a table with each request's status, or JSON."""
+    from autotune.jobs.nightly.requests_table import requests_json, requests_table
+
+    if fmt == "json":
+        typer.echo(json.dumps(requests_json(store), indent=2, default=str))
+    else:
+        out.print(requests_table(store))
 
 
 @app.command()

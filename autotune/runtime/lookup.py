@@ -696,6 +696,23 @@ def _choose(
         )
 
     best = max(candidates, key=preference)
+    _say_fallback(kernel, want, best, exact, source_hash)
+    if (torch_v and best.torch != torch_v) or (triton_v and best.triton != triton_v):
+        log.debug(
+            "best_config(%r): using a config tuned with torch %s / triton %s (running torch %s / triton %s)",
+            kernel,
+            best.torch,
+            best.triton,
+            torch_v or "-",
+            triton_v or "-",
+        )
+    flat = all(isinstance(v, _SCALARS) for v in best.config.values())
+    return best.config, flat, "" if exact else str(best.shape_key)
+
+
+def _say_fallback(
+    kernel: str, want: dict[str, int], best: BestRecord, exact: bool, source_hash: str | None
+) -> None:
     if not exact:
         log.debug(
             "best_config(%r): shape %s is not tuned; using the nearest tuned shape %s",
@@ -710,17 +727,6 @@ def _choose(
             source_hash[:12],
             best.source_hash[:12],
         )
-    if (torch_v and best.torch != torch_v) or (triton_v and best.triton != triton_v):
-        log.debug(
-            "best_config(%r): using a config tuned with torch %s / triton %s (running torch %s / triton %s)",
-            kernel,
-            best.torch,
-            best.triton,
-            torch_v or "-",
-            triton_v or "-",
-        )
-    flat = all(isinstance(v, _SCALARS) for v in best.config.values())
-    return best.config, flat, "" if exact else str(best.shape_key)
 
 
 def _forget_loads_in_child() -> None:
