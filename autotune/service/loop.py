@@ -340,6 +340,7 @@ class Service:
         the job file."""
         self._reload = False
         by_path = {p.resolve(): n for n, p in self.files.items()}
+        before = dict(self.tuners)
         for path in self.kernel_files:
             name = by_path.get(path.resolve())
             tuner = self.tuners.get(name) if name is not None else None
@@ -360,6 +361,8 @@ class Service:
             self.tuners[new_name], self.files[new_name] = new, path
             self._changed.pop(path, None)
             self.log("reloaded", kernel=new_name, file=str(path), source_hash=new.info.meta.source_hash[:12])
+        kept = sum(1 for n, t in self.tuners.items() if before.get(n) is t)
+        self.log("reload-done", f"{len(self.tuners) - kept} kernel(s) loaded again, {kept} unchanged")
         self._announce()
         if self.job is not None:
             self._reload_job()
