@@ -593,6 +593,8 @@ def test_a_sqlite_file_deleted_or_replaced_under_the_service_ends_it_with_one_li
         Store.open(url, create=True).close()
     assert service.proc.wait(timeout=WAIT_S) == 2, service.log_text()
     assert "deleted or replaced" in service.wait_event_after_exit("database-gone")["message"]
+    lines = service.log_text().splitlines()  # the error that ends it is a JSON event too
+    assert all(x.startswith("{") for x in lines) and service.events()[-1]["event"] == "error", lines
 
 
 def test_hostile_requests_are_refused_in_one_line_and_the_service_goes_on(sqlite_url, tmp_path):

@@ -121,9 +121,29 @@ def serve(
             metrics_port=metrics_port,
             metrics_host=metrics_host,
         )
-        service.run()
+        _run_logged(service, log)
     finally:
         store.close()
+
+
+def _run_logged(service: Any, log: Any) -> None:
+    """Run the service; with ``--log-format json`` the error that ends it is a JSON event too (exit 2, or
+    3 for a bug), never a plain line among the JSON ones."""
+    from autotune.errors import AutotuneError, NotFoundError
+    from autotune.store.urls import mask_secrets
+
+    try:
+        service.run()
+    except AutotuneError as e:
+        if log.fmt != "json":
+            raise
+        log("error", mask_secrets(str(e)))
+        raise typer.Exit(1 if isinstance(e, NotFoundError) else 2) from None
+    except Exception as e:
+        if log.fmt != "json":
+            raise
+        log("internal-error", mask_secrets(f"{type(e).__name__}: {e}"))
+        raise typer.Exit(3) from None
 
 
 def _check_job_database(job: Any, store: Store) -> None:

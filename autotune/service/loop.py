@@ -107,6 +107,7 @@ class Service:
         self._listener: Any = None
         self._next_refusal = 0.0
         self._next_listen = 0.0
+        self._listen_failed = False
         self._next_file_check = 0.0
         #: path -> the source hash last said to differ from the loaded one (said once per change)
         self._changed: dict[Path, str] = {}
@@ -370,9 +371,15 @@ class Service:
     def _listen(self) -> None:
         """LISTEN for queued work (Postgres); after a failure, tried again every ``RELISTEN_EVERY_S``."""
         self._next_listen = time.monotonic() + RELISTEN_EVERY_S
-        self._listener = _quietly(self.store.services.listen, self.log, "listen-failed")
+        try:
+            self._listener = self.store.services.listen()
+        except Exception as e:  # said once per outage, not every RELISTEN_EVERY_S
+            if not self._listen_failed:
+                self.log("listen-failed", f"polling every {self._poll_s()} s until it listens again: {e}")
+            self._listen_failed, self._listener = True, None
         self.metrics.listening.set(self._listener is not None)
         if self._listener is not None:
+            self._listen_failed = False
             self.log("listening", f"woken by NOTIFY; polling every {self._poll_s()} s")
 
     def _idle(self) -> None:
@@ -399,7 +406,7 @@ class Service:
                     return
             except Exception as e:  # the connection broke: poll until it listens again
                 self._listener.close()
-                self._listener = None
+                self._listener, self._listen_failed = None, True
                 self.metrics.listening.set(0)
                 self._next_listen = time.monotonic() + RELISTEN_EVERY_S
                 self.log("listen-failed", f"polling every {self._poll_s()} s until it listens again: {e}")
