@@ -355,6 +355,8 @@ def stop_note(r: ShapeReport) -> str:
 
 
 def print_reports(reports: list[ShapeReport], kernel: str) -> None:
+    from rich.text import Text
+
     table = Table(title=f"{kernel}: best config per shape")
     for col in ("shape", "best config", "time", "TFLOP/s", "vs default", "evals", "failures (this run)"):
         table.add_column(col)
@@ -362,8 +364,8 @@ def print_reports(reports: list[ShapeReport], kernel: str) -> None:
         fails = {k: v for k, v in r.faults.items() if k != "ok"}  # by type: "crashed (illegal address)"
         table.add_row(
             r.shape_key,
-            fmt_config(r.best.config) if r.best else "[red]none ok[/]",
-            _fmt_best_time(r),
+            fmt_config(r.best.config) if r.best else Text.from_markup("[red]none ok[/]"),
+            Text.from_markup(_fmt_best_time(r)),  # our markup; the names and configs stay plain text
             f"{r.best.tflops:.3g}" if r.best and r.best.tflops else "-",
             (f"{r.speedup:.2f}x" + (" (unreliable)" if r.unreliable else "")) if r.speedup else "-",
             f"{r.evaluations} (+{r.reused} reused" + (f", {r.busy} by others)" if r.busy else ")"),
