@@ -190,14 +190,10 @@ def request(
         name, params = str(kernel["name"]), tuple(kernel.get("shape_params") or ())
         for s in [check_shape(s, params) for s in parsed]:
             # dtypes "": the kernel's declared ones, as a recorded miss that names none (one row for both);
-            # the version: this file's (a service running another version of the kernel leaves it)
+            # the version: this file's source (a service running another version of the kernel leaves it;
+            # its space is the file's, whichever service runs it: no space hash, so one row either way)
             request_id = store.services.enqueue(
-                name,
-                s,
-                format_shape(s),
-                device_name,
-                source_hash=str(kernel["source_hash"]),
-                space_hash=str(kernel.get("space_hash") or ""),
+                name, s, format_shape(s), device_name, source_hash=str(kernel["source_hash"])
             )
             out.print(
                 f"queued {name} {format_shape(s)} on {device_name} (request {request_id})", highlight=False
