@@ -421,3 +421,26 @@ def test_0005_inconclusive_verdicts_and_clock_columns_round_trip(db_url):
     alembic_cli(db_url, "upgrade", "head")
     assert schema_diffs(store) == []
     store.close()
+
+
+def test_0008_keeps_one_request_per_version_and_its_downgrade_keeps_the_first(db_url):
+    """Requests of two versions of one kernel and shape are two rows at 0008 (the unique key includes the
+    hashes); the downgrade to 0007's key keeps the first of them, and the upgrade works again."""
+    from autotune.store.models import ShapeRequestRow
+
+    store = Store(db_url)
+    try:
+        store.schema.upgrade()
+        first = store.services.enqueue("k", {"N": 8}, "N=8", "CPU", source_hash="v1")
+        second = store.services.enqueue("k", {"N": 8}, "N=8", "CPU", source_hash="v2")
+        assert first != second
+        alembic_cli(db_url, "downgrade", "0007")
+        store.close()
+        with store.db.engine.connect() as conn:
+            ids = [r[0] for r in conn.exec_driver_sql(f"SELECT id FROM {ShapeRequestRow.__tablename__}")]
+        assert ids == [first]
+        assert store.schema.upgrade() == ("0007", "0008")
+        assert [r.source_hash for r in store.requests.recorded()] == [""]
+        assert not schema_diffs(store)
+    finally:
+        store.close()
