@@ -671,6 +671,56 @@ def test_an_idle_service_on_postgres_wakes_on_notify_not_on_its_poll(pg_url, tmp
         assert service.stop() == 0, service.log_text()
 
 
+def test_a_service_listens_again_after_its_listening_connection_is_cut(pg_url, tmp_path):
+    """Issue 45: after one Postgres restart an idle service polled at 10 Hz for ever and never LISTENed
+    again. Its LISTEN connection cut (as a restart cuts it): it says so once, listens again, and a request
+    queued after that still wakes it long before its poll."""
+    from sqlalchemy import text
+
+    service = Served(tmp_path, pg_url, [TINY], env={"AUTOTUNE_SERVE_POLL": "600"})
+    try:
+        service.wait_event("serving")
+        service.wait_event("listening")
+        with Store(pg_url) as store, store.db.engine.connect() as conn:
+            cut = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+                )
+            ).scalar_one()
+        assert cut >= 1
+        service.wait_event("listen-failed")
+        deadline = time.monotonic() + WAIT_S
+        while len([e for e in service.events() if e["event"] == "listening"]) < 2:
+            assert time.monotonic() < deadline and service.proc.poll() is None, service.log_text()
+            time.sleep(0.2)
+        queued = _cli("request", str(TINY), "--shape", "N=20", "--device", "cpu", "--db", pg_url)
+        assert queued.returncode == 0, queued.stderr
+        service.wait_event("tuned", shape="N=20")  # woken by NOTIFY: the poll is 600 s
+    finally:
+        assert service.stop() == 0, service.log_text()
+
+
+def test_a_handed_over_search_sees_at_once_that_its_service_was_killed(sqlite_url):
+    """Issue 45: a handed-over search waited the whole lease (66.7 s) when its service died with -9, though
+    its pid was gone: a service of this host whose process is gone is not serving, whatever its last beat."""
+    from autotune.service.client import _still_serving
+    from autotune.store import Owner
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead, live = Owner(pid=int(gone.stdout)), Owner()
+    with Store.open(sqlite_url, create=True) as store:
+        for owner in (dead, live):
+            store.services.register(owner, devices="cpu")
+            store.services.started(owner, device_name=_cpu_name(), kernels=[{"name": "tiny"}])
+        services = {x.owner: x for x in store.services.listed()}
+        assert services[dead.id].alive(store.db.now(), 60)  # its heartbeat is fresh
+        assert not _still_serving(store, services[dead.id])
+        assert _still_serving(store, services[live.id])
+
+
 @pytest.mark.postgres  # 20-45 s on a loaded 2-core machine: under the slow marker's 60 s
 def test_three_services_tune_every_miss_once_and_take_over_a_killed_one(pg_url, tmp_path):
     cpu = _cpu_name()
