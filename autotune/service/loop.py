@@ -460,6 +460,8 @@ class Service:
     def step(self) -> bool:
         """Refuse what nobody serves, take one request and work it; False when the queue had nothing."""
         services = self.store.services
+        if not services.anything_to_do(self.owner, self.device_name):
+            return False  # an idle poll: one read, no write
         # refusing takes a write lock: not on every poll of an idle SQLite service (10 a second)
         refuse = time.monotonic() >= self._next_refusal
         if refuse:

@@ -338,6 +338,29 @@ class Services:
         """A NOTIFY listener on Postgres; None on SQLite (the service polls)."""
         return None if self.db.is_sqlite else Listener(self.db)
 
+    def anything_to_do(self, owner: Owner, device_name: str) -> bool:
+        """One read: whether the queue holds anything an idle service may have to write for (a queued
+        request on its device to take or refuse, a running one whose lease expired or whose owner is known
+        dead). An idle poll that finds nothing costs this one transaction, not four (issue 45)."""
+        now = self.db.now()
+        with self.db.session() as s:
+            rows = s.execute(
+                select(
+                    ShapeRequestRow.status,
+                    ShapeRequestRow.owner,
+                    ShapeRequestRow.lease_until,
+                    ShapeRequestRow.device_name,
+                ).where(ShapeRequestRow.status.in_(("queued", "running")))
+            ).all()
+
+        def work(status: str, taker: str | None, lease_until: datetime | None, device: str) -> bool:
+            if status == "queued":
+                return device == device_name
+            expired = device == device_name and lease_until is not None and from_db_time(lease_until) < now
+            return expired or bool(taker and owner_id_dead(taker, owner))
+
+        return any(work(*row) for row in rows)
+
     def take(self, owner: Owner, kernels: list[Version], device_name: str, *, lease_s: float) -> Work | None:
         """One request for one of ``kernels`` (the versions the service loaded) on ``device_name``, now
         ``running`` under ``owner``'s lease; None when there is none. Most asked-for first. A request that
