@@ -467,7 +467,9 @@ class Services:
         """Refuse the queued requests on ``device_name`` whose kernel no live service there serves; never
         while a service is still starting (its kernels are not known yet). Returns the refused."""
         now = self.db.now()
-        services = [x for x in self.listed() if x.alive(now, lease_s)]
+        # the caller itself lives, whatever its last beat says (a beat delayed on a loaded host made a
+        # service refuse its own kernel's requests)
+        services = [x for x in self.listed() if x.owner == owner.id or x.alive(now, lease_s)]
         if any(x.state == "starting" for x in services):
             return []
         served = [Version.of(k) for x in services if x.device_name == device_name for k in x.kernel_info]
