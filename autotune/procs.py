@@ -3,11 +3,20 @@
 A terminal's Ctrl-C sends SIGINT to the whole process group. A child that died of it mid-write (the Optuna
 study writer, a timing worker) left the parent waiting on a process that was gone; a shielded child keeps
 running, the parent alone gets the KeyboardInterrupt and ends its children itself (daemon children are
-terminated at exit), so an interrupt is one decision in one place. SIGTERM and SIGKILL still end a child."""
+terminated at exit), so an interrupt is one decision in one place. SIGTERM and SIGKILL still end a child.
+
+A shielded child also dies with its parent: a parent killed with -9 (an OOM kill, SIGBUS) cannot end its
+children, and a study writer blocked in ``q.get()`` then lived forever, and with it multiprocessing's resource
+tracker (it ends when the last holder of its pipe does). A watchdog thread waits on the pipe that spawn leaves
+between parent and child (``parent_process().sentinel``: readable when the parent is gone, whoever killed it)
+and ends the child. Not ``PR_SET_PDEATHSIG``: it fires when the parent *thread* that started the child ends,
+and workers are restarted from the pipeline's threads."""
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import signal
 import threading
 import warnings
@@ -17,6 +26,8 @@ from typing import Any, TypeVar
 __all__ = [
     "EXEC_FAILED",
     "ExecFailed",
+    "ORPHANED",
+    "die_with_parent",
     "ensure_resource_tracker",
     "shielded",
     "start_shielded",
@@ -30,6 +41,9 @@ __all__ = [
 EXEC_FAILED = 255
 #: starts of such a child in all before its failure is reported
 EXEC_TRIES = 3
+
+#: the exit code of a child whose parent died: it ends itself (``shielded``'s watchdog)
+ORPHANED = 70
 
 _T = TypeVar("_T")
 log = logging.getLogger("autotune.procs")
@@ -53,9 +67,28 @@ def started_again(start: Callable[[], _T], what: str) -> _T:
 
 
 def shielded(target: Callable[..., Any], *args: Any) -> Any:
-    """A process target: ``target(*args)`` with SIGINT ignored (pass ``target=shielded, args=(fn, ...)``)."""
+    """A process target: ``target(*args)`` with SIGINT ignored (pass ``target=shielded, args=(fn, ...)``),
+    ended when its parent dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     return target(*args)
+
+
+def die_with_parent() -> None:
+    """In a spawn-ed child: a daemon thread ends this process (exit ``ORPHANED``) once its parent is gone."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+    threading.Thread(
+        target=_end_when_gone, args=(parent.sentinel,), name="autotune-parent-watch", daemon=True
+    ).start()
+
+
+def _end_when_gone(sentinel: int) -> None:
+    from multiprocessing.connection import wait
+
+    wait([sentinel])  # no timeout: the pipe reads as closed only when the parent process is gone
+    os._exit(ORPHANED)  # no cleanup that could block (a queue's feeder thread, a lock the parent held)
 
 
 def start_shielded(proc: Any) -> None:

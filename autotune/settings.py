@@ -63,7 +63,8 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_USE_NVIDIA_TOOLS": "1 under Nsight/Compute Sanitizer: the bench returns placeholders",
     "AUTOTUNE_SPACES_DIR": "extra folder searched for search_spaces/*.yaml",
     "AUTOTUNE_LOOKUP_TIMEOUT": "seconds best_config's first call waits for the database (default 1)",
-    "AUTOTUNE_LOOKUP_RETRY": "seconds between best_config's re-reads of the database: after a failed load, and for a shape that fell back (nearest or default), so new bests are used without a restart (default 60)",
+    "AUTOTUNE_LOOKUP_RETRY": "seconds between best_config's re-reads of the database after a failed load, and of an export file for a shape that fell back (default 60)",
+    "AUTOTUNE_LOOKUP_RECHECK": "seconds between best_config's looks (one small query) whether a kernel's bests changed in the database while a shape falls back: a newly tuned best is used within about this (default 2)",
     "AUTOTUNE_PRINT": "1: the @autotune drop-in prints the config it chose for each key once (as TRITON_PRINT_AUTOTUNING)",
     "AUTOTUNE_TRACE_STARTUP": "1: a search prints a timeline of its start-up and end (what ran in which process, when) on stderr",
     "AUTOTUNE_RECORD": "1: best_config records shapes it had no tuned config for (nightly jobs tune them); or a database URL to record into",
@@ -286,6 +287,16 @@ def lookup_retry_s() -> float:
     return env_float("AUTOTUNE_LOOKUP_RETRY", LOOKUP_RETRY_S, lenient=True)
 
 
+#: seconds between two looks (one small aggregate query) whether a kernel's bests changed, while some
+#: shape fell back: a newly tuned best reaches the process within about this (issue 45)
+LOOKUP_RECHECK_S = 2.0
+
+
+def lookup_recheck_s() -> float:
+    """``AUTOTUNE_LOOKUP_RECHECK``, read leniently (the lookup never raises for a setting)."""
+    return env_float("AUTOTUNE_LOOKUP_RECHECK", LOOKUP_RECHECK_S, lenient=True)
+
+
 @dataclass(frozen=True)
 class ServeSettings:
     """``autotune serve``'s loop: the idle poll and the lease of a taken request (renewed every third of
@@ -305,13 +316,20 @@ class ServeSettings:
         return min(self.poll_s or 5.0, self.lease_s / 3)
 
 
+#: the longest serve poll or lease, in seconds
+MAX_SERVE_S = 7 * 86400.0
+
+
 def serve_settings() -> ServeSettings:
     """``AUTOTUNE_SERVE_POLL`` and ``AUTOTUNE_SERVE_LEASE`` (both > 0)."""
     default = ServeSettings()
-    return ServeSettings(
-        env_float("AUTOTUNE_SERVE_POLL", default.poll_s, positive=True),
-        env_float("AUTOTUNE_SERVE_LEASE", default.lease_s, positive=True),
-    )
+    poll = env_float("AUTOTUNE_SERVE_POLL", default.poll_s, positive=True)
+    lease = env_float("AUTOTUNE_SERVE_LEASE", default.lease_s, positive=True)
+    # a lease is added to datetimes: 1e308 s overflowed there (exit 3, "internal error") at the first take
+    for name, value in (("AUTOTUNE_SERVE_POLL", poll), ("AUTOTUNE_SERVE_LEASE", lease)):
+        if value is not None and value > MAX_SERVE_S:
+            raise SettingsError(f"{name} must be at most {MAX_SERVE_S:g} s (a week); got {value:g}")
+    return ServeSettings(poll, lease)
 
 
 def default_compile_workers() -> int:

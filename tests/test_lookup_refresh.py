@@ -45,6 +45,7 @@ with Store(url) as store:
 def _fresh_cache(monkeypatch):
     monkeypatch.setenv("AUTOTUNE_LOOKUP_TIMEOUT", "60")  # a first load waits for its rows, however loaded
     monkeypatch.setenv("AUTOTUNE_LOOKUP_RETRY", RETRY)
+    monkeypatch.setenv("AUTOTUNE_LOOKUP_RECHECK", RETRY)
     clear_cache()
     yield
     for load in list(lookup._loads.values()):  # a background re-read must not log into the next test
@@ -149,11 +150,14 @@ def test_rereads_are_at_most_one_per_interval(sqlite_url, monkeypatch):
         store.schema.upgrade()
         tune(store, {"M": 64}, {"BLOCK": 64})
     monkeypatch.setenv("AUTOTUNE_LOOKUP_RETRY", "3600")
+    monkeypatch.setenv("AUTOTUNE_LOOKUP_RECHECK", "3600")
     assert best_config("gemm", db=sqlite_url, device="cpu", default=DEFAULT, M=128) == {"BLOCK": 64}
     first = load_of()
     for m in (128, 256, 128) * 100:
         assert best_config("gemm", db=sqlite_url, device="cpu", default=DEFAULT, M=m) == {"BLOCK": 64}
     assert load_of() is first and first.refresh is None  # the interval has not passed: nothing re-read
+    with Store(sqlite_url) as store:  # something changed: the look that comes next re-reads the rows
+        tune(store, {"M": 32}, {"BLOCK": 32})
     first.recheck_at = 0.0  # the interval has passed (as it would an hour later)
     for m in (128, 256, 128) * 100:
         assert best_config("gemm", db=sqlite_url, device="cpu", default=DEFAULT, M=m) == {"BLOCK": 64}
@@ -259,3 +263,54 @@ def test_an_unused_fallback_never_rereads(tuned_file, monkeypatch):
     first = load_of()
     time.sleep(0.3)
     assert load_of() is first and first.refresh is None
+
+
+def test_a_fallback_looks_cheaply_every_few_seconds_and_rereads_only_what_changed(sqlite_url, monkeypatch):
+    """Issue 45: a production miss was served tuned only after the 60 s re-read. Now a shape that fell back
+    looks every ``AUTOTUNE_LOOKUP_RECHECK`` seconds (default 2) with one aggregate query; the rows are read
+    again only when a best was stored, replaced or deleted."""
+    from autotune import settings
+
+    assert settings.LOOKUP_RECHECK_S <= 5 < settings.LOOKUP_RETRY_S
+    with Store(sqlite_url) as store:
+        store.schema.upgrade()
+        tune(store, {"M": 64}, {"BLOCK": 64})
+    monkeypatch.setenv("AUTOTUNE_LOOKUP_RETRY", "3600")  # only the cheap look may bring the new best
+    assert best_config("gemm", db=sqlite_url, device="cpu", M=128) == {"BLOCK": 64}
+    first = load_of()
+    queries: list[str] = []
+    event.listen(
+        lookup._stores[sqlite_url].db.engine, "before_cursor_execute", lambda *a: queries.append(a[2])
+    )
+    for _ in range(3):  # nothing changed: each look is one query, and the rows stay
+        first.recheck_at = 0.0
+        assert best_config("gemm", db=sqlite_url, device="cpu", M=128) == {"BLOCK": 64}
+        refresh = first.refresh
+        assert refresh is not None and refresh.done.wait(60) and refresh.rows is None
+        assert load_of() is first and 0 < first.recheck_at < float("inf")
+    selects = [q for q in queries if q.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 3 and all("count(" in q.lower() for q in selects), queries
+    write_from_another_process(sqlite_url, "gemm", 128, 128)
+    assert eventually(lambda: best_config("gemm", db=sqlite_url, device="cpu", M=128) == {"BLOCK": 128})
+    assert load_of() is not first
+
+
+def test_an_answer_is_exact_only_for_the_source_hash_asked_for(sqlite_url):
+    """Issue 45: v2's lookups answered ``exact`` with v1's configs. A config tuned for the shape under
+    another source is a fallback (``nearest``, from that shape), re-checked like one; asked without a
+    source hash, the newest is exact as before."""
+    with Store(sqlite_url) as store:
+        store.schema.upgrade()
+        tune(store, {"M": 64}, {"BLOCK": 64}, source="1" * 64)
+    v2 = best_config_match("gemm", db=sqlite_url, device="cpu", source_hash="2" * 12, M=64)
+    assert v2 == ({"BLOCK": 64}, "nearest", "M=64")
+    assert best_config_match("gemm", db=sqlite_url, device="cpu", source_hash="1" * 12, M=64)[1] == "exact"
+    assert best_config_match("gemm", db=sqlite_url, device="cpu", M=64)[1] == "exact"
+    with Store(sqlite_url) as store:
+        tune(store, {"M": 64}, {"BLOCK": 16}, source="2" * 64)
+    assert eventually(
+        lambda: (
+            best_config_match("gemm", db=sqlite_url, device="cpu", source_hash="2" * 12, M=64)
+            == ({"BLOCK": 16}, "exact", "")
+        )
+    )

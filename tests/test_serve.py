@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.store import RequestCount, Store
+from autotune.store import RequestCount, Store, Version
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "kernels" / "tiny.py"
@@ -82,6 +82,9 @@ class Served:
             assert self.proc.poll() is None, f"the service exited ({self.proc.returncode}): {self.log_text()}"
             time.sleep(0.2)
         raise AssertionError(f"no {event} {match} in {WAIT_S} s: {self.log_text()}")
+
+    def wait_event_after_exit(self, event: str) -> dict:
+        return next(e for e in self.events() if e["event"] == event)
 
     def log_text(self) -> str:
         return self.log_path.read_text() if self.log_path.exists() else ""
@@ -155,16 +158,20 @@ def test_the_queue_gives_a_request_to_one_taker_until_its_lease_expires(db_url):
     with Store.open(db_url, create=True) as store:
         first = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu)
         second = store.services.enqueue("tiny", {"N": 9}, "N=9", cpu)
-        assert store.services.take(a, ["other"], cpu, lease_s=60) is None  # not a kernel a serves
-        assert store.services.take(a, ["tiny"], "another GPU", lease_s=60) is None
-        got_a = store.services.take(a, ["tiny"], cpu, lease_s=60)
-        got_b = store.services.take(b, ["tiny"], cpu, lease_s=60)
+        assert (
+            store.services.take(a, [Version("other", "v1")], cpu, lease_s=60) is None
+        )  # not a kernel a serves
+        assert store.services.take(a, [Version("tiny", "v1")], "another GPU", lease_s=60) is None
+        got_a = store.services.take(a, [Version("tiny", "v1")], cpu, lease_s=60)
+        got_b = store.services.take(b, [Version("tiny", "v1")], cpu, lease_s=60)
         assert {got_a.id, got_b.id} == {first, second}
-        assert store.services.take(b, ["tiny"], cpu, lease_s=60) is None  # both taken, leases live
+        assert (
+            store.services.take(b, [Version("tiny", "v1")], cpu, lease_s=60) is None
+        )  # both taken, leases live
         _expire(store, got_a.id)  # a's lease runs out (a was killed with -9 on another host)
-        again = store.services.take(b, ["tiny"], cpu, lease_s=60)
+        again = store.services.take(b, [Version("tiny", "v1")], cpu, lease_s=60)
         assert again is not None and again.id == got_a.id
-        assert store.services.take(a, ["tiny"], cpu, lease_s=60) is None  # nothing left
+        assert store.services.take(a, [Version("tiny", "v1")], cpu, lease_s=60) is None  # nothing left
         assert not store.services.finish(got_a.id, a, "done", "late")  # no longer a's
         assert store.services.finish(got_a.id, b, "done", "tuned")
         assert store.services.status_of(got_a.id) == ("done", "tuned")
@@ -187,7 +194,7 @@ def test_an_idle_look_at_the_queue_takes_no_write_lock(sqlite_url):
         holder.execute("BEGIN IMMEDIATE")  # the write lock, held until the end of the look
         got: list[object] = []
         look = threading.Thread(
-            target=lambda: got.append(store.services.take(owner, ["tiny"], cpu, lease_s=60))
+            target=lambda: got.append(store.services.take(owner, [Version("tiny", "v1")], cpu, lease_s=60))
         )
         look.start()
         look.join(timeout=WAIT_S)
@@ -197,8 +204,47 @@ def test_an_idle_look_at_the_queue_takes_no_write_lock(sqlite_url):
         look.join()
         assert returned_while_held and got == [None]
         request_id = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu)
-        taken = store.services.take(owner, ["tiny"], cpu, lease_s=60)
+        taken = store.services.take(owner, [Version("tiny", "v1")], cpu, lease_s=60)
         assert taken is not None and taken.id == request_id
+
+
+@pytest.mark.postgres
+def test_a_host_whose_clock_runs_ahead_takes_over_no_live_lease(pg_url, monkeypatch):
+    """Issue 45: a host clock 90 s ahead took live requests (and claims: configs measured twice). Leases and
+    heartbeats are compared on the database's clock: this host's corrected by its offset to the server's."""
+    from datetime import datetime as real_datetime
+    from datetime import timedelta
+
+    from autotune.store import Owner
+    from autotune.store.claims import ClaimState
+
+    cpu, honest, ahead = _cpu_name(), Owner(), Owner()
+    with Store.open(pg_url, create=True) as store:
+        request_id = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu)
+        assert store.services.take(honest, [Version("tiny", "v1")], cpu, lease_s=60).id == request_id
+        key = store.keys.ensure(
+            "tiny", "a" * 64, "s" * 64, {}, {"N": 8}, "N=8", {"x": "float32"}, {"gpu_name": cpu}
+        )
+        assert store.claims.claim(key.id, "c" * 16, honest, lease_s=60).state is ClaimState.CLAIMED
+
+    class Ahead(real_datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real_datetime.now(tz) + timedelta(seconds=90)
+
+    import autotune.store.database
+    import autotune.store.models
+
+    monkeypatch.setattr(autotune.store.database, "datetime", Ahead)
+    monkeypatch.setattr(autotune.store.models, "datetime", Ahead)
+    with Store(pg_url) as store:  # another process on the host whose clock runs ahead
+        assert store.services.take(ahead, [Version("tiny", "v1")], cpu, lease_s=60) is None
+        assert store.claims.claim(key.id, "c" * 16, ahead, lease_s=60).state is ClaimState.BUSY
+        assert [
+            x.owner for x in store.services.listed() if x.alive(store.db.now(), 60)
+        ] == []  # none beat yet
+        store.services.register(ahead, devices="cpu")
+        assert [x.owner for x in store.services.listed() if x.alive(store.db.now(), 60)] == [ahead.id]
 
 
 def test_a_request_nobody_serves_is_refused_and_queued_again_when_a_service_for_it_starts(db_url):
@@ -216,7 +262,72 @@ def test_a_request_nobody_serves_is_refused_and_queued_again_when_a_service_for_
         store.services.started(b, device_name=cpu, kernels=[{"name": "other"}])
         assert store.services.status_of(other) == ("queued", None)
         assert store.services.refuse_unserved(a, cpu, lease_s=60) == []  # b serves it now
-        assert store.services.take(b, ["other"], cpu, lease_s=60).id == other
+        assert store.services.take(b, [Version("other", "v1")], cpu, lease_s=60).id == other
+
+
+def test_a_request_for_one_version_is_taken_only_by_a_service_running_that_version(db_url):
+    """Issue 45: services on v1 and v2 of one kernel: a request naming v2 (its source hash, and its space
+    hash) is never taken by v1's service, and a request naming no version is taken by either; a version no
+    live service runs is refused with its own reason and queued again when a service of it starts."""
+    from autotune.store import Owner
+
+    cpu, one, two = _cpu_name(), Owner(), Owner()
+    v1, v2 = Version("tiny", "hash1", "space"), Version("tiny", "hash2", "space")
+    with Store.open(db_url, create=True) as store:
+        for_v2 = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu, source_hash="hash2", space_hash="space")
+        for_v1 = store.services.enqueue("tiny", {"N": 8}, "N=8", cpu, source_hash="hash1")
+        other_space = store.services.enqueue(
+            "tiny", {"N": 9}, "N=9", cpu, source_hash="hash2", space_hash="x"
+        )
+        assert len({for_v1, for_v2, other_space}) == 3  # one row per version of the same shape
+        got = store.services.take(one, [v1], cpu, lease_s=60)
+        assert got is not None and got.id == for_v1 and got.source_hash == "hash1"
+        assert store.services.take(one, [v1], cpu, lease_s=60) is None  # v2's and the other space's stay
+        got = store.services.take(two, [v2], cpu, lease_s=60)
+        assert got is not None and got.id == for_v2
+        assert store.services.take(two, [v2], cpu, lease_s=60) is None
+        anyone = store.services.enqueue("tiny", {"N": 10}, "N=10", cpu)  # a miss naming no version
+        assert store.services.take(one, [v1], cpu, lease_s=60).id == anyone
+        store.services.register(one, devices="cpu")
+        store.services.started(one, device_name=cpu, kernels=[{"name": "tiny", "source_hash": "hash1"}])
+        refused = store.services.refuse_unserved(one, cpu, lease_s=60)
+        assert [w.id for w in refused] == [other_space]
+        status, message = store.services.status_of(other_space)
+        assert status == "refused" and "version" in message
+        store.services.register(two, devices="cpu")
+        entry = {"name": "tiny", "source_hash": "hash2", "space_hash": "x"}
+        store.services.started(two, device_name=cpu, kernels=[entry])
+        assert store.services.status_of(other_space) == ("queued", None)
+
+
+@pytest.mark.parametrize(
+    "column, value",
+    [("kernels", 5), ("kernels", {"name": 1}), ("kernels", [3, {"name": 7}]), ("pid", "abc"), ("host", None)],
+)
+def test_a_malformed_service_row_is_left_out_and_never_ends_a_reader(db_url, column, value):
+    """Issue 45: one ``autotune_services`` row that anyone with write access spoiled (``'int' object is not
+    iterable`` ended every service, for good) is left out of the listing; the others still read."""
+    from sqlalchemy import update
+
+    from autotune.store import Owner
+    from autotune.store.models import ServiceRow
+
+    good, bad, cpu = Owner(), Owner(), _cpu_name()
+    with Store.open(db_url, create=True) as store:
+        for o in (good, bad):
+            store.services.register(o, devices="cpu")
+            store.services.started(o, device_name=cpu, kernels=[{"name": "tiny", "source_hash": "h"}])
+        try:
+            with store.db.session(write=True) as s:
+                s.execute(update(ServiceRow).where(ServiceRow.owner == bad.id).values({column: value}))
+        except Exception:
+            pytest.skip(f"{store.db.url.split(':')[0]} refuses {column}={value!r} itself")
+        listed = {x.owner: x for x in store.services.listed()}
+        assert good.id in listed and listed[good.id].kernels == ("tiny",)
+        assert bad.id not in listed or listed[bad.id].kernels == ()  # read as serving nothing
+        store.services.enqueue("other", {"N": 8}, "N=8", cpu)
+        assert [w.kernel_name for w in store.services.refuse_unserved(good, cpu, lease_s=60)] == ["other"]
+        assert store.services.serving("h", good.host, lease_s=60)
 
 
 def test_a_requested_shape_is_tuned_and_autotune_best_returns_it(db_url, tmp_path):
@@ -319,6 +430,173 @@ def test_autotune_request_takes_the_kernel_from_a_live_service_without_importing
         assert service.stop() == 0, service.log_text()
 
 
+def test_an_edited_kernel_file_is_served_as_loaded_until_sighup_reloads_it(sqlite_url, tmp_path):
+    """Issue 45: SIGHUP without ``--job`` reloads (it ended the service: exit 3); a file edited on disk is
+    noticed and logged, and a request for the edited version is not tuned by the old code under either
+    hash: it is refused as a version nobody runs, until SIGHUP loads the file, which queues it again."""
+    from autotune.kernel.contract import source_hash
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text(TINY.read_text())
+    old = source_hash(kernel)
+    service = Served(tmp_path, sqlite_url, [kernel])
+    cpu = _cpu_name()
+    try:
+        service.wait_event("serving")
+        kernel.write_text(TINY.read_text() + "\n# v2\n")
+        new = source_hash(kernel)
+        assert service.wait_event("kernel-changed")["on_disk"] == new[:12]
+        # a shape whose inputs cannot be built ends the workers: not restarted from the changed file (it
+        # ran the new code under the old hash), the kernel is dropped and the service goes on
+        with Store(sqlite_url) as store:
+            _miss(store, "tiny", {"N": 10**7}, cpu)
+        assert service.wait_event("kernel-dropped")["kernel"] == "tiny"
+        queued = _cli("request", str(kernel), "--shape", "N=20", "--device", "cpu", "--db", sqlite_url)
+        assert queued.returncode == 0, queued.stderr
+        refused = service.wait_event("refused", shape="N=20")["request"]
+        with Store(sqlite_url) as store:
+            assert "no service runs this" in (store.services.status_of(refused)[1] or "")
+        service.proc.send_signal(signal.SIGHUP)
+        assert service.wait_event("reloaded")["source_hash"] == new[:12]
+        service.wait_event("tuned", shape="N=20")
+        with Store(sqlite_url) as store:
+            assert {r.source_hash for r in store.trials.best("tiny", "N=20", cpu)} == {new}
+        assert service.proc.poll() is None
+    finally:
+        assert service.stop() == 0, service.log_text()
+    assert old != new and not [
+        e for e in service.events() if e["event"] == "tuning" and e.get("shape") not in ("N=20", "N=10000000")
+    ]
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_metrics_and_health_endpoints_and_a_json_log_without_plain_lines(sqlite_url, tmp_path):
+    """Issue 45: ``--metrics-port`` serves Prometheus metrics (queue by state, searches, evaluations, search
+    seconds, last heartbeat) and the liveness/readiness probes; ``--log-format json`` writes JSON only."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    service = Served(
+        tmp_path, sqlite_url, [TINY], args=("--metrics-port", "0", "--metrics-host", "127.0.0.1")
+    )
+    try:
+        port = service.wait_event("metrics")["port"]
+        service.wait_event("serving")
+        assert _get(port, "/healthz")[0] == 200
+        deadline = time.monotonic() + WAIT_S
+        while _get(port, "/readyz")[0] != 200:  # ready once a heartbeat after the start reached the database
+            assert time.monotonic() < deadline, _get(port, "/readyz")
+            time.sleep(0.3)
+        with Store(sqlite_url) as store:
+            _miss(store, "tiny", {"N": 16}, _cpu_name())
+        service.wait_event("tuned", shape="N=16")
+        deadline = time.monotonic() + WAIT_S
+        while True:  # the queue gauge is read with the heartbeat
+            status, text = _get(port, "/metrics")
+            samples = {
+                (x.name, tuple(sorted(x.labels.items()))): x.value
+                for f in text_string_to_metric_families(text)
+                for x in f.samples
+            }
+            if samples.get(("autotune_serve_queue_requests", (("state", "done"),))) == 1:
+                break
+            assert time.monotonic() < deadline, text
+            time.sleep(0.3)
+        assert status == 200
+        assert samples[("autotune_serve_searches_total", (("kernel", "tiny"),))] == 1
+        assert samples[("autotune_serve_evaluations_total", (("kernel", "tiny"),))] >= 1
+        assert samples[("autotune_serve_search_seconds_count", ())] == 1
+        assert samples[("autotune_serve_requests_total", (("outcome", "tuned"),))] == 1
+        assert samples[("autotune_serve_last_heartbeat_timestamp_seconds", ())] > time.time() - WAIT_S
+        assert samples[("autotune_serve_listening", ())] == 0  # SQLite: it polls
+        assert _get(port, "/nowhere")[0] == 404
+    finally:
+        assert service.stop() == 0, service.log_text()
+    lines = service.log_text().splitlines()
+    assert lines and all(line.startswith("{") for line in lines), [x for x in lines if not x.startswith("{")]
+
+
+def test_the_text_log_escapes_control_characters_and_json_captures_python_logging():
+    """Issue 45: an ESC or a right-to-left override in a request's kernel name reached the text log raw;
+    a library's logging.warning was a plain line in a JSON log."""
+    import io
+    import logging
+
+    from autotune.service.events import EventLog
+
+    text = io.StringIO()
+    EventLog("text", text)("refused", "bad \x1b[2J\u202ename", kernel="\x1b]0;owned\x07")
+    assert "\x1b" not in text.getvalue() and "\u202e" not in text.getvalue()
+    assert "\\x1b[2J" in text.getvalue() and "\\u202e" in text.getvalue()
+    stream = io.StringIO()
+    log = EventLog("json", stream)
+    import warnings
+
+    root = logging.getLogger()
+    handlers, level, show = list(root.handlers), root.level, warnings.showwarning
+    try:
+        log.capture_logging()
+        logging.getLogger("autotune.somewhere").warning("the disk is %s", "full")
+    finally:
+        root.handlers[:], root.level, warnings.showwarning = handlers, level, show
+    record = json.loads(stream.getvalue())
+    assert (
+        record["event"] == "log" and record["message"] == "the disk is full" and record["level"] == "warning"
+    )
+
+
+def test_show_requests_has_a_status_column_and_json_and_markup_in_names_is_plain_text(sqlite_url):
+    """Issue 45: ``show --requests`` had no status column and ``-f json`` exited 2; a kernel named ``[/x]``
+    crashed the tables (rich markup), and ``[bold]`` would have been rendered."""
+    from autotune.store import Owner
+
+    cpu = _cpu_name()
+    with Store.open(sqlite_url, create=True) as store:
+        _miss(store, "[/x]", {"N": 8}, cpu)
+        owner = Owner(host="[/host]")
+        store.services.register(owner, devices="cpu")
+        store.services.started(owner, device_name="[bold]gpu", kernels=[{"name": "[/x]"}])
+    as_json = _cli("show", "--requests", "-f", "json", "--db", sqlite_url)
+    assert as_json.returncode == 0, as_json.stderr
+    (row,) = json.loads(as_json.stdout)
+    assert row["kernel_name"] == "[/x]" and row["status"] == "queued" and row["count"] == 1
+    table = _cli("show", "--requests", "--db", sqlite_url, env={"COLUMNS": "250"})
+    assert table.returncode == 0 and "[/x]" in table.stdout and "status" in table.stdout, table.stderr
+    assert "queued" in table.stdout
+    services = _cli("show", "--services", "--db", sqlite_url, env={"COLUMNS": "250"})
+    assert services.returncode == 0 and "[/host]" in services.stdout and "[bold]gpu" in services.stdout, (
+        services.stderr
+    )
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_sqlite_file_deleted_or_replaced_under_the_service_ends_it_with_one_line(tmp_path, how):
+    """Issue 45: a deleted SQLite file was served silently (writes to a file nobody reads), and a re-created
+    one left the service invisible to ``show --services``: the service says so and exits 2 (a supervisor
+    restarts it on the new file)."""
+    path = tmp_path / "s.db"
+    url = f"sqlite:///{path}"
+    service = Served(tmp_path, url, [TINY])
+    service.wait_event("serving")
+    for f in tmp_path.glob("s.db*"):
+        f.unlink()
+    if how == "replaced":
+        Store.open(url, create=True).close()
+    assert service.proc.wait(timeout=WAIT_S) == 2, service.log_text()
+    assert "deleted or replaced" in service.wait_event_after_exit("database-gone")["message"]
+    lines = service.log_text().splitlines()  # the error that ends it is a JSON event too
+    assert all(x.startswith("{") for x in lines) and service.events()[-1]["event"] == "error", lines
+
+
 def test_hostile_requests_are_refused_in_one_line_and_the_service_goes_on(sqlite_url, tmp_path):
     cpu = _cpu_name()
     with Store.open(sqlite_url, create=True) as store:
@@ -393,6 +671,56 @@ def test_an_idle_service_on_postgres_wakes_on_notify_not_on_its_poll(pg_url, tmp
         assert service.stop() == 0, service.log_text()
 
 
+def test_a_service_listens_again_after_its_listening_connection_is_cut(pg_url, tmp_path):
+    """Issue 45: after one Postgres restart an idle service polled at 10 Hz for ever and never LISTENed
+    again. Its LISTEN connection cut (as a restart cuts it): it says so once, listens again, and a request
+    queued after that still wakes it long before its poll."""
+    from sqlalchemy import text
+
+    service = Served(tmp_path, pg_url, [TINY], env={"AUTOTUNE_SERVE_POLL": "600"})
+    try:
+        service.wait_event("serving")
+        service.wait_event("listening")
+        with Store(pg_url) as store, store.db.engine.connect() as conn:
+            cut = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+                )
+            ).scalar_one()
+        assert cut >= 1
+        service.wait_event("listen-failed")
+        deadline = time.monotonic() + WAIT_S
+        while len([e for e in service.events() if e["event"] == "listening"]) < 2:
+            assert time.monotonic() < deadline and service.proc.poll() is None, service.log_text()
+            time.sleep(0.2)
+        queued = _cli("request", str(TINY), "--shape", "N=20", "--device", "cpu", "--db", pg_url)
+        assert queued.returncode == 0, queued.stderr
+        service.wait_event("tuned", shape="N=20")  # woken by NOTIFY: the poll is 600 s
+    finally:
+        assert service.stop() == 0, service.log_text()
+
+
+def test_a_handed_over_search_sees_at_once_that_its_service_was_killed(sqlite_url):
+    """Issue 45: a handed-over search waited the whole lease (66.7 s) when its service died with -9, though
+    its pid was gone: a service of this host whose process is gone is not serving, whatever its last beat."""
+    from autotune.service.client import _still_serving
+    from autotune.store import Owner
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead, live = Owner(pid=int(gone.stdout)), Owner()
+    with Store.open(sqlite_url, create=True) as store:
+        for owner in (dead, live):
+            store.services.register(owner, devices="cpu")
+            store.services.started(owner, device_name=_cpu_name(), kernels=[{"name": "tiny"}])
+        services = {x.owner: x for x in store.services.listed()}
+        assert services[dead.id].alive(store.db.now(), 60)  # its heartbeat is fresh
+        assert not _still_serving(store, services[dead.id])
+        assert _still_serving(store, services[live.id])
+
+
 @pytest.mark.postgres  # 20-45 s on a loaded 2-core machine: under the slow marker's 60 s
 def test_three_services_tune_every_miss_once_and_take_over_a_killed_one(pg_url, tmp_path):
     cpu = _cpu_name()
@@ -465,12 +793,29 @@ def test_bad_serve_and_request_input_is_one_line_and_exit_2(sqlite_url, tmp_path
             "is not the service's database",
         ),
     ]
+    import socket
+
+    taken = socket.socket()  # a metrics port another process listens on
+    taken.bind(("", 0))
+    taken.listen()
+    exiting = tmp_path / "exits.py"  # `request` read it in-process: exit 7, silently (issue 45)
+    exiting.write_text("import os\nos._exit(7)\n")
+    cases += [  # issue 45: each was exit 3 ("internal error") or silent
+        (["request", str(exiting), "--shape", "N=8"], "exits.py"),
+        (["serve", "--kernels", str(TINY), "--metrics-port", str(taken.getsockname()[1])], "cannot listen"),
+    ]
+    import torch
+
+    if not torch.cuda.is_available():
+        cases.append((["request", str(TINY), "--shape", "N=8", "--device", "cuda"], "no CUDA GPU here"))
     for args, message in cases:
         proc = _cli(*args, "--db", sqlite_url)
         lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (args, proc.stderr)
-    with Store(sqlite_url) as store:  # the service that could not load its kernel file says stopped
-        assert [s.state for s in store.services.listed()] == ["stopped"]
+    huge = _cli("serve", "--kernels", str(TINY), "--db", sqlite_url, env={"AUTOTUNE_SERVE_LEASE": "1e308"})
+    assert huge.returncode == 2 and "AUTOTUNE_SERVE_LEASE must be at most" in huge.stderr, huge.stderr
+    with Store(sqlite_url) as store:  # the services that could not load a file or listen say stopped
+        assert [s.state for s in store.services.listed()] == ["stopped", "stopped"]
 
 
 def _job(
@@ -564,11 +909,19 @@ def test_a_search_is_handed_to_a_live_service_and_local_searches_here(db_url, tm
         )  # fmt: skip
         assert local.returncode == 0, local.stderr
         assert "handed to autotune serve" not in local.stderr and "matmul_cpu" in local.stdout
+        # no --shape: searched here, and it says why (issue 45: nothing said it)
+        shapeless = _cli("search", str(MATMUL), "--device", "cpu", "--trials", "1", "--db", db_url)
+        assert shapeless.returncode == 0, shapeless.stderr
+        assert f"not through autotune serve (pid {service.proc.pid}): no --shape" in shapeless.stderr
     finally:
         assert service.stop() == 0, service.log_text()
     with Store(db_url) as store:
         assert store.trials.duplicate_measurements() == 0
-        assert not [e for e in service.events() if e.get("shape") == "M=32,N=64,K=64"]
+        assert not [
+            e
+            for e in service.events()
+            if e.get("shape") in ("M=32,N=64,K=64", None) and e["event"] == "tuning"
+        ]
 
 
 def test_hostile_search_options_are_refused():

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from autotune.cli.common import DbOption, ShapesOption, fmt_config, opt_help, out
 from autotune.errors import NotFoundError, SettingsError
 from autotune.files import check_writable, write_text
+from autotune.plain_table import PlainTable as Table
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
@@ -153,11 +153,7 @@ def show(
         print_services(store, fmt)
         return
     if requests:
-        if fmt == "json":
-            raise SettingsError("--requests prints a table only: leave out --format json")
-        from autotune.jobs.nightly.requests_table import requests_table
-
-        out.print(requests_table(store))
+        _print_requests(store, fmt)
         return
     rows = sorted(store.history.key_states(), key=lambda r: (r.kernel_name, r.shape_key, r.key_id))
     if fmt == "json":
@@ -194,6 +190,16 @@ def show(
     out.print(table)
     if not rows:
         out.print("nothing tuned yet: run `autotune search FILE`")
+
+
+def _print_requests(store: Any, fmt: str) -> None:
+    """``show --requests``: a table with each request's status, or JSON."""
+    from autotune.jobs.nightly.requests_table import requests_json, requests_table
+
+    if fmt == "json":
+        typer.echo(json.dumps(requests_json(store), indent=2, default=str))
+    else:
+        out.print(requests_table(store))
 
 
 @app.command()
@@ -253,12 +259,11 @@ def trials(
 
 
 def _last_line(error: str | None) -> str:
-    """The line of an error that says what went wrong (a traceback's last), escaped: an error's text is
-    not rich markup."""
-    from rich.markup import escape
+    """The line of an error that says what went wrong (a traceback's last); the table shows it as plain
+    text (``PlainTable``)."""
 
     lines = (error or "").strip().splitlines()
-    return escape(lines[-1][:160]) if lines else ""
+    return lines[-1][:160] if lines else ""
 
 
 def _statuses(given: list[str] | None) -> set[str]:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from autotune.cli.common import (
     DbOption,
@@ -24,6 +23,7 @@ from autotune.cli.common import (
 )
 from autotune.errors import DatabaseUnreachableError, SettingsError
 from autotune.files import check_writable, write_text
+from autotune.plain_table import PlainTable as Table
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
@@ -221,17 +221,20 @@ def _via_service(
     from autotune.service.client import HANDED_OVER, find_service, hand_over
     from autotune.settings import SearchSettings
 
-    if local or not shapes:
+    if local:
         return None
     # how configs are compiled and timed is the service's: a search setting them otherwise runs here
+    why = "" if shapes else "no --shape (the default shapes are in the file, which a service never reads)"
     if replace(settings, **{k: getattr(SearchSettings(), k) for k in HANDED_OVER}) != SearchSettings():
-        return None
-
+        why = why or "an option that changes how configs are compiled or timed (those are the service's)"
     with timeline.phase("look for a live autotune serve running FILE"):
         found = find_service(store, source_hash(file), settings.devices)
     if found is None:
         return None
     service, kernel = found
+    if why:  # a live service runs this very file: say why the search is not handed to it
+        progress.say(f"searching in this process, not through autotune serve (pid {service.pid}): {why}")
+        return None
     with progress:
         reports = hand_over(store, service, kernel, shapes, settings, progress)
     return None if reports is None else (reports, str(kernel["name"]))
@@ -352,6 +355,8 @@ def stop_note(r: ShapeReport) -> str:
 
 
 def print_reports(reports: list[ShapeReport], kernel: str) -> None:
+    from rich.text import Text
+
     table = Table(title=f"{kernel}: best config per shape")
     for col in ("shape", "best config", "time", "TFLOP/s", "vs default", "evals", "failures (this run)"):
         table.add_column(col)
@@ -359,8 +364,8 @@ def print_reports(reports: list[ShapeReport], kernel: str) -> None:
         fails = {k: v for k, v in r.faults.items() if k != "ok"}  # by type: "crashed (illegal address)"
         table.add_row(
             r.shape_key,
-            fmt_config(r.best.config) if r.best else "[red]none ok[/]",
-            _fmt_best_time(r),
+            fmt_config(r.best.config) if r.best else Text.from_markup("[red]none ok[/]"),
+            Text.from_markup(_fmt_best_time(r)),  # our markup; the names and configs stay plain text
             f"{r.best.tflops:.3g}" if r.best and r.best.tflops else "-",
             (f"{r.speedup:.2f}x" + (" (unreliable)" if r.unreliable else "")) if r.speedup else "-",
             f"{r.evaluations} (+{r.reused} reused" + (f", {r.busy} by others)" if r.busy else ")"),

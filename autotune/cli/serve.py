@@ -4,7 +4,7 @@ it)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -31,6 +31,19 @@ JobOption = Annotated[
         help="Nightly job file (YAML) with a cron `schedule:` (UTC): the service runs it then, on its warm "
         "workers; its kernel files are served too; SIGHUP reads it again",
     ),
+]
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="Serve Prometheus metrics (/metrics) and health probes (/healthz liveness, /readyz readiness) "
+        "on this TCP port (0: any free port, said in the log)",
+    ),
+]
+MetricsHostOption = Annotated[
+    str, typer.Option("--metrics-host", help="Address the metrics port listens on (default: every interface)")
 ]
 LogFormatOption = Annotated[
     str, typer.Option("--log-format", help="text, or json: one JSON object per line (log collectors)")
@@ -62,6 +75,8 @@ def serve(
     devices: DevicesOption = None,
     job: JobOption = None,
     log_format: LogFormatOption = "text",
+    metrics_port: MetricsPortOption = None,
+    metrics_host: MetricsHostOption = "",
 ) -> None:
     """Tune the shapes production asks for: keep the workers of each kernel file warm and work the queue
     of requests in the database (recorded best_config misses, `autotune request`) until SIGTERM.
@@ -93,17 +108,55 @@ def serve(
         check_job(the_job, files)
     store = Store.open(db, create=True)
     try:
-        if the_job is not None and the_job.database is not None:
-            from autotune.store.urls import mask_url, normalize_db_url
-
-            if normalize_db_url(the_job.database) != store.db.url:
-                raise SettingsError(
-                    f"{job}: database: {mask_url(normalize_db_url(the_job.database))} is not the service's "
-                    f"database {store.masked_url} (leave it out: the service's is used)"
-                )
-        Service(files, store, settings, timing, EventLog(log_format), job=the_job).run()
+        _check_job_database(the_job, store)
+        log = EventLog(log_format)
+        log.capture_logging()  # autotune's and its libraries' warnings in the same format, never plain lines
+        service = Service(
+            files,
+            store,
+            settings,
+            timing,
+            log,
+            job=the_job,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+        )
+        _run_logged(service, log)
     finally:
         store.close()
+
+
+def _run_logged(service: Any, log: Any) -> None:
+    """Run the service; with ``--log-format json`` the error that ends it is a JSON event too (exit 2, or
+    3 for a bug), never a plain line among the JSON ones."""
+    from autotune.errors import AutotuneError, NotFoundError
+    from autotune.store.urls import mask_secrets
+
+    try:
+        service.run()
+    except AutotuneError as e:
+        if log.fmt != "json":
+            raise
+        log("error", mask_secrets(str(e)))
+        raise typer.Exit(1 if isinstance(e, NotFoundError) else 2) from None
+    except Exception as e:
+        if log.fmt != "json":
+            raise
+        log("internal-error", mask_secrets(f"{type(e).__name__}: {e}"))
+        raise typer.Exit(3) from None
+
+
+def _check_job_database(job: Any, store: Store) -> None:
+    """A job file's ``database:``, if it names one, is the service's."""
+    if job is None or job.database is None:
+        return
+    from autotune.store.urls import mask_url, normalize_db_url
+
+    if normalize_db_url(job.database) != store.db.url:
+        raise SettingsError(
+            f"{job.path}: database: {mask_url(normalize_db_url(job.database))} is not the service's "
+            f"database {store.masked_url} (leave it out: the service's is used)"
+        )
 
 
 @app.command()
@@ -133,33 +186,67 @@ def request(
     from autotune.store import Store
 
     with Store.open(db, create=True) as store:
-        name, params, device_name = _kernel_of(file, device, store)
+        kernel, device_name = _kernel_of(file, device, store)
+        name, params = str(kernel["name"]), tuple(kernel.get("shape_params") or ())
         for s in [check_shape(s, params) for s in parsed]:
-            # dtypes "": the kernel's declared ones, as a recorded miss that names none (one row for both)
-            request_id = store.services.enqueue(name, s, format_shape(s), device_name)
+            # dtypes "": the kernel's declared ones, as a recorded miss that names none (one row for both);
+            # the version: this file's source (a service running another version of the kernel leaves it;
+            # its space is the file's, whichever service runs it: no space hash, so one row either way)
+            request_id = store.services.enqueue(
+                name, s, format_shape(s), device_name, source_hash=str(kernel["source_hash"])
+            )
             out.print(
                 f"queued {name} {format_shape(s)} on {device_name} (request {request_id})", highlight=False
             )
 
 
-def _kernel_of(file: Path, device: str | None, store: Store) -> tuple[str, tuple[str, ...], str]:
-    """(kernel name, shape parameters, stored device name) of FILE. A live service of this host running
-    the same file (by its hash) knows them: the file is not imported (seconds of torch). Otherwise the
-    file is loaded here (it is the file the user named; a service loads only its own)."""
+def _kernel_of(file: Path, device: str | None, store: Store) -> tuple[dict[str, Any], str]:
+    """FILE's kernel entry ({"name", "source_hash", "shape_params"[, "space_hash"]}) and the stored device
+    name. A live service of this host running the same file (by its hash) knows them: the file is not
+    imported (seconds of torch). Otherwise the file is read in a child process (a file that exits, crashes
+    or hangs at import is one line, never this command's end) and the device named here."""
     import socket
 
-    from autotune.env import cpu_name, current_device_name
-    from autotune.kernel.contract import load_kernel_file, source_hash
+    from autotune.env import cpu_name
+    from autotune.kernel.contract import source_hash
     from autotune.settings import serve_settings
 
-    found = store.services.serving(source_hash(file), socket.gethostname(), lease_s=serve_settings().lease_s)
+    digest = source_hash(file)
+    found = store.services.serving(digest, socket.gethostname(), lease_s=serve_settings().lease_s)
     for service, kernel in found:
         if device is None or device == "cpu":
             wanted = cpu_name() if device == "cpu" else service.device_name
             if wanted and wanted == service.device_name:
-                return str(kernel["name"]), tuple(kernel.get("shape_params") or ()), wanted
+                return dict(kernel), wanted
+    from autotune.kernel.isolated import run_isolated
+
+    name, params, device_name = run_isolated(
+        _describe,
+        str(file),
+        device or "",
+        path=file,
+        doing="reading the kernel file",
+        timeout_s=120.0,
+        timeout_hint="120 s to import it",
+    )
+    return {"name": name, "source_hash": digest, "shape_params": list(params)}, device_name
+
+
+def _describe(file: str, device: str) -> tuple[str, tuple[str, ...], str]:
+    """In the child: the kernel's name, shape parameters, and the stored name of ``device`` ("" = cuda if
+    present, else the CPU). A device asked for and absent is a ``SettingsError``: one line, exit 2."""
+    from autotune.env import current_device_name
+    from autotune.kernel.contract import load_kernel_file
+
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SettingsError(
+                f"--device {device}: no CUDA GPU here (use --device cpu, or run it on a GPU host)"
+            )
     loaded = load_kernel_file(file)
-    return loaded.name, loaded.shape_params, current_device_name(device or "")
+    return loaded.name, tuple(loaded.shape_params), current_device_name(device)
 
 
 def print_services(store: Store, fmt: str) -> None:
@@ -168,12 +255,10 @@ def print_services(store: Store, fmt: str) -> None:
     import json
     from dataclasses import asdict
 
-    from rich.table import Table
-
+    from autotune.plain_table import PlainTable as Table
     from autotune.settings import serve_settings
-    from autotune.store.models import utcnow
 
-    now, lease_s = utcnow(), serve_settings().lease_s
+    now, lease_s = store.db.now(), serve_settings().lease_s
     rows = store.services.listed()
 
     def state(x: Service) -> str:

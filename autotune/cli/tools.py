@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperCommand
 
 from autotune.cli.common import DbOption, ShapesOption, err, fail, fmt_config, opt_help, out
 from autotune.errors import SettingsError
 from autotune.files import check_writable, write_text
+from autotune.plain_table import PlainTable as Table
 from autotune.trial import fmt_time
 
 if TYPE_CHECKING:
@@ -287,7 +286,7 @@ def _bench_rows(
                 fmt_time(r.time_s),
                 f"{r.tflops:.3g}" if r.tflops else "-",
                 f"{r.gbps:.3g}" if r.gbps else "-",
-                f"{r.spread:.1%}" if r.spread is not None else escape((r.error or "")[:60]),
+                f"{r.spread:.1%}" if r.spread is not None else (r.error or "")[:60],
             )
     return statuses
 

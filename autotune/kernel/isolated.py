@@ -11,12 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from autotune.errors import AutotuneError, KernelFileError
-from autotune.procs import EXEC_FAILED, ExecFailed, started_again
+from autotune.procs import EXEC_FAILED, ExecFailed, die_with_parent, started_again
 
 __all__ = ["run_isolated"]
 
 
 def _child(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    die_with_parent()
     try:
         conn.send(("ok", fn(*args)))
     except AutotuneError as exc:  # the user's to fix: raised again as it is in the parent

@@ -19,10 +19,14 @@ It runs inside users' programs, on the launch path, so:
   (database, kernel, device); every other lookup, in any thread, goes on;
 - every later call is a dict hit (the answer per shape is cached too);
 - a shape that fell back (nothing tuned for it: the nearest tuned shape or ``default``) is re-checked:
-  a call that finds its cached fallback older than ``AUTOTUNE_LOOKUP_RETRY`` seconds starts one re-read of
-  that (database, kernel, device)'s rows in the background and returns the fallback at once; once the
-  new rows arrive, the next call answers from them (e.g. with the best config a tuning service wrote
-  meanwhile). An exactly tuned answer is final: a hit never re-reads;
+  a call that finds its cached fallback older than ``AUTOTUNE_LOOKUP_RECHECK`` seconds (default 2) starts
+  one look in the background whether that (database, kernel, device)'s bests changed (one small aggregate
+  query: ``Trials.best_generation``), re-reads the rows only when they did, and returns the fallback at
+  once; once the new rows arrive, the next call answers from them (the best config a tuning service wrote
+  a few seconds ago). An export file is re-read every ``AUTOTUNE_LOOKUP_RETRY`` seconds. An exactly tuned
+  answer is final: a hit never re-reads, and costs what it did (one dict look-up, one type check);
+- an answer is ``exact`` only for the source hash asked for, when one is given: a config tuned for the
+  same shape under another source hash is a fallback (``nearest``, from that shape), re-checked like one;
 - importing this module imports neither SQLAlchemy (loaded on the first call) nor optuna, alembic, typer
   or torch, and never initializes CUDA.
 
@@ -95,9 +99,11 @@ class _Load:
     succeeded (pending or failed)."""
 
     __slots__ = (
+        "check",
         "deadline",
         "done",
         "failed_at",
+        "generation",
         "lkey",
         "prepare",
         "recheck_at",
@@ -137,6 +143,10 @@ class _Load:
         #: the retry interval later; pushed on while a re-read runs or after it failed). A plain float,
         #: so that a cached fallback costs one clock read and one comparison
         self.recheck_at = math.inf
+        #: a cheap look whether the rows changed (set by ``prepare`` where the source has one: a database),
+        #: and what it said when these rows were read
+        self.check: Callable[[], Any] | None = None
+        self.generation: Any = None
 
     def due(self, now: float, retry_s: float) -> bool:
         """Whether a new load should replace this one: failed and the retry interval passed, or hung for
@@ -281,7 +291,10 @@ def _lookup(
 
             url = normalize_db_url(db) if db else default_db_url()
             load.url, load.where = url, mask_url(url)
-            return _read_db(_store_for(url), kernel, device_name)
+            store = _store_for(url)
+            load.check = lambda: store.trials.best_generation(kernel, device_name)
+            load.generation = load.check()  # before the rows: a best stored in between is seen next time
+            return _read_db(store, kernel, device_name)
 
         load = _rows_of((f"db:{source}", kernel, device_name), ("the database", str(db)), kernel, prepare)
     where, lookup_db = load.where, load.url
@@ -331,11 +344,19 @@ def _rows_of(
                 ("slow", load.warn_key, kernel),
                 kernel,
                 TimeoutError(
-                    f"database {load.where} did not answer within {load.deadline - load.started:g} s "
-                    "(AUTOTUNE_LOOKUP_TIMEOUT); its rows are used once they arrive"
+                    f"{_named(load)} did not answer within {load.deadline - load.started:g} s "
+                    "(AUTOTUNE_LOOKUP_TIMEOUT): answering the default until its rows arrive"
                 ),
             )
     return load
+
+
+def _named(load: _Load) -> str:
+    """Where ``load`` reads, as a message says it: "the database" until its URL is resolved (in the load's
+    thread, which may be what did not answer in time), then the masked URL; an export file by its path."""
+    if load.url is not None:
+        return f"database {load.where}"
+    return load.where if load.where != "the database" else "the database (still connecting)"
 
 
 def _recheck(
@@ -402,9 +423,15 @@ def _start(load: _Load, kernel: str, replaces: _Load | None = None) -> None:
             load.done.set()
 
 
+def _recheck_after(load: _Load) -> float:
+    """Seconds until a shape that fell back on ``load``'s rows looks again: a cheap look where there is
+    one, else a whole re-read (an export file), less often."""
+    return settings.lookup_recheck_s() if load.check is not None else _retry_s()
+
+
 def _finish(load: _Load, rows: list[BestRecord] | None, kernel: str, error: BaseException | None) -> None:
     now = time.monotonic()
-    load.recheck_at = now + _retry_s()
+    load.recheck_at = now + (_recheck_after(load) if error is None else _retry_s())
     if error is not None:
         _warn_once((load.warn_key, kernel), kernel, error)
         load.failed_at = now
@@ -418,6 +445,11 @@ def _refresh_run(
     """A re-read: on success its rows replace ``replaces`` (unless clear_cache() or another load came
     first); on failure the rows loaded before stay in use, and the next re-read waits the retry interval."""
     try:
+        if replaces.check is not None and replaces.check() == replaces.generation:
+            # nothing stored, replaced or deleted since: the rows stand, and the next look is as cheap
+            replaces.recheck_at = time.monotonic() + _recheck_after(replaces)
+            load.done.set()
+            return
         rows = prepare(load)
     except BaseException as e:
         retry_s = _retry_s()
@@ -426,7 +458,7 @@ def _refresh_run(
         replaces.recheck_at = load.failed_at + retry_s
         load.done.set()
         return
-    load.recheck_at = time.monotonic() + _retry_s()
+    load.recheck_at = time.monotonic() + _recheck_after(load)
     load.rows = rows
     with _lock:
         if _loads.get(load.lkey) is replaces:
@@ -639,8 +671,11 @@ def _choose(
         return None
     want = {str(k): int(v) for k, v in shape.items()}
     candidates = [r for r in rows if r.dims == want]
-    exact = bool(candidates)
-    if not exact:
+    # tuned for this shape, but (when a source hash is asked for) maybe only under another source
+    exact = bool(candidates) and (
+        source_hash is None or any(r.source_hash.startswith(source_hash) for r in candidates)
+    )
+    if not candidates:
         scored = [(shape_distance(want, r.dims), r) for r in rows]
         scored = [(d, r) for d, r in scored if math.isfinite(d)]
         if not scored:
@@ -661,6 +696,23 @@ def _choose(
         )
 
     best = max(candidates, key=preference)
+    _say_fallback(kernel, want, best, exact, source_hash)
+    if (torch_v and best.torch != torch_v) or (triton_v and best.triton != triton_v):
+        log.debug(
+            "best_config(%r): using a config tuned with torch %s / triton %s (running torch %s / triton %s)",
+            kernel,
+            best.torch,
+            best.triton,
+            torch_v or "-",
+            triton_v or "-",
+        )
+    flat = all(isinstance(v, _SCALARS) for v in best.config.values())
+    return best.config, flat, "" if exact else str(best.shape_key)
+
+
+def _say_fallback(
+    kernel: str, want: dict[str, int], best: BestRecord, exact: bool, source_hash: str | None
+) -> None:
     if not exact:
         log.debug(
             "best_config(%r): shape %s is not tuned; using the nearest tuned shape %s",
@@ -675,17 +727,6 @@ def _choose(
             source_hash[:12],
             best.source_hash[:12],
         )
-    if (torch_v and best.torch != torch_v) or (triton_v and best.triton != triton_v):
-        log.debug(
-            "best_config(%r): using a config tuned with torch %s / triton %s (running torch %s / triton %s)",
-            kernel,
-            best.torch,
-            best.triton,
-            torch_v or "-",
-            triton_v or "-",
-        )
-    flat = all(isinstance(v, _SCALARS) for v in best.config.values())
-    return best.config, flat, "" if exact else best.shape_key
 
 
 def _forget_loads_in_child() -> None:

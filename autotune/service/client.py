@@ -72,8 +72,15 @@ def hand_over(
     }
     name = str(kernel["name"])
     after = store.trials.last_id()  # what the service stores after this is the search's progress
+    # the version the service announced for this file: no other service's version takes it
+    version = {
+        "source_hash": str(kernel.get("source_hash") or ""),
+        "space_hash": str(kernel.get("space_hash") or ""),
+    }
     ids = [
-        store.services.enqueue(name, s, format_shape(s), service.device_name or "", options=options)
+        store.services.enqueue(
+            name, s, format_shape(s), service.device_name or "", options=options, **version
+        )
         for s in checked
     ]
     progress.say(
@@ -171,7 +178,11 @@ def _wait(
 
 
 def _still_serving(store: Store, service: Any) -> bool:
-    from autotune.store.models import utcnow
+    """Its row beats within the lease, and its process (of this host: a handed-over search's service is)
+    is not known gone: a service killed with -9 is noticed at once, not a lease later."""
+    from autotune.store.claims import Owner, owner_id_dead
 
     lease_s = serve_settings().lease_s
-    return any(x.owner == service.owner and x.alive(utcnow(), lease_s) for x in store.services.listed())
+    if owner_id_dead(service.owner, Owner()):
+        return False
+    return any(x.owner == service.owner and x.alive(store.db.now(), lease_s) for x in store.services.listed())

@@ -3,11 +3,15 @@ heartbeat thread, and a loop that takes a request from the queue, tunes it with 
 one search loop, its stopping rule and re-timed finalists: what ``autotune search`` runs) and marks it done.
 
 Kernel files are only those given at start: a request names a kernel, never a path, and one for a kernel no
-live service runs is refused. SIGTERM (or Ctrl-C) interrupts the search in flight: the search hands its
+live service runs is refused. A request names the kernel's version too (its file's source hash, its space's
+hash; "" for any): a service takes only requests its loaded file matches and leaves the others to a service
+that runs their version. A file changed on disk is noticed and logged, never loaded behind the operator's
+back (not even when workers restart): SIGHUP (``systemctl reload``) reads the kernel files, and the job file,
+again, between two requests. SIGTERM (or Ctrl-C) interrupts the search in flight: the search hands its
 claims back (``ShapeSearch.run``), the request goes back to the queue, the row says ``stopped``, exit 0.
 
 With a job file (``--job``), the nightly job (``jobs.nightly.run_job``: plan, verify, search) runs on the
-file's cron ``schedule:`` on the service's warm workers, between two requests; SIGHUP reads the file again."""
+file's cron ``schedule:`` on the service's warm workers, between two requests."""
 
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from autotune.service.events import EventLog
 from autotune.service.validate import Refusal, check_dtypes, checked_options, checked_shape
 from autotune.settings import SearchSettings, ServeSettings
 from autotune.shapes import Shape, format_shape
-from autotune.store import Owner, Store, Work
+from autotune.store import Owner, Store, Version, Work
 from autotune.store.rows import dtypes_key
 from autotune.trial import fmt_config, fmt_time
 from autotune.tuning.report import ShapeReport, report_dict
@@ -38,6 +42,15 @@ if TYPE_CHECKING:
 
 #: seconds between two passes refusing queued requests for kernels no live service runs
 REFUSE_EVERY_S = 2.0
+#: seconds between two looks at the kernel files' hashes (a changed file is logged, not loaded)
+CHECK_FILES_EVERY_S = 5.0
+#: seconds between two tries to LISTEN again after the listening connection broke (a Postgres restart)
+RELISTEN_EVERY_S = 5.0
+
+
+class DatabaseGone(StoreError):
+    """The service's SQLite file was deleted or replaced under it: whatever it stored from now on would go
+    to a file nobody reads (or be invisible in the new one). The service ends (exit 2): restart it."""
 
 
 class ServiceStopping(BaseException):
@@ -54,8 +67,18 @@ class Service:
         serve: ServeSettings,
         log: EventLog,
         job: Job | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "",
     ) -> None:
-        """``job``: a validated job file with a ``schedule`` (its kernel files are among ``kernel_files``)."""
+        """``job``: a validated job file with a ``schedule`` (its kernel files are among ``kernel_files``);
+        ``metrics_port``: serve ``/metrics``, ``/healthz`` and ``/readyz`` there (0: any free port)."""
+        from autotune.service.metrics import Metrics
+
+        self.metrics = Metrics()
+        self.metrics_port, self.metrics_host = metrics_port, metrics_host
+        self._metrics_server: Any = None
+        #: monotonic time of the last heartbeat that reached the database (readiness)
+        self._beat_ok = time.monotonic()
         self.kernel_files = list(kernel_files)
         self.store = store
         self.settings = settings
@@ -83,6 +106,11 @@ class Service:
         self._beats: threading.Thread | None = None
         self._listener: Any = None
         self._next_refusal = 0.0
+        self._next_listen = 0.0
+        self._listen_failed = False
+        self._next_file_check = 0.0
+        #: path -> the source hash last said to differ from the loaded one (said once per change)
+        self._changed: dict[Path, str] = {}
 
     # ------------------------------------------------------------------ the whole life
 
@@ -98,16 +126,24 @@ class Service:
         self.store.services.register(self.owner, devices=self.settings.devices or "default")
         self.log("starting", owner=self.owner.id, kernels=",".join(str(f) for f in self.kernel_files))
         try:
+            self._serve_metrics()
             self._start()
             self._beats = threading.Thread(target=self._beat_loop, name="autotune-serve-beat", daemon=True)
             self._beats.start()
-            self._listener = _quietly(self.store.services.listen, self.log, "listen-failed")
+            self._listen()
             said = ""
             self._schedule()
+            file_id = _sqlite_file_id(self.store)
             while not self._stopping():
+                if _sqlite_file_id(self.store) != file_id:
+                    raise DatabaseGone(
+                        f"the SQLite file {self.store.db.sqlite_path} was deleted or replaced while the service "
+                        "ran: stopping (restart the service on the database its clients use)"
+                    )
                 try:
                     if self._reload:
-                        self._reload_job()
+                        self._reload_all()
+                    self._check_files()
                     worked = self._job_if_due() or self.step()
                     said = ""
                 except StoreError as e:  # the database is away or refuses: say so once, keep trying
@@ -119,6 +155,9 @@ class Service:
                     self._idle()
         except ServiceStopping:
             pass
+        except DatabaseGone as e:
+            self.log("database-gone", str(e))
+            raise
         finally:
             try:
                 self._shutdown()
@@ -128,6 +167,29 @@ class Service:
                 signal.set_wakeup_fd(previous_fd)
                 for sock in reversed(self._wakeup):  # the writing end first: the watcher's recv ends
                     sock.close()
+
+    def _serve_metrics(self) -> None:
+        if self.metrics_port is None:
+            return
+        from autotune.service.metrics import MetricsServer
+
+        self._metrics_server = MetricsServer(self.metrics, self.health, self.metrics_host, self.metrics_port)
+        self.log(
+            "metrics",
+            f"/metrics, /healthz, /readyz on port {self._metrics_server.port}",
+            port=self._metrics_server.port,
+        )
+
+    def health(self) -> Any:
+        """Liveness: the loop and the heartbeat thread run. Readiness: kernels loaded, and the last
+        heartbeat reached the database within the lease."""
+        from autotune.service.metrics import Health
+
+        beats = self._beats is not None and self._beats.is_alive()
+        live = not self.stop.is_set() and (beats or self.state == "starting")
+        fresh = time.monotonic() - self._beat_ok < self.serve.lease_s
+        ready = live and self.state in ("idle", "tuning") and bool(self.tuners) and fresh
+        return Health(live, ready, self.state if fresh else f"{self.state}, database unreachable")
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # A handler runs in the main thread between two bytecodes, maybe while that thread holds a lock
@@ -142,7 +204,7 @@ class Service:
                 raise ServiceStopping()
 
     def _on_hangup(self, signum: int, frame: Any) -> None:
-        self._reload = True  # the job file is read in the loop, after the work in flight
+        self._reload = True  # the files are read in the loop, after the work in flight
 
     def _watch_signals(self) -> None:
         """Wakes on every signal (``signal.set_wakeup_fd``): says a SIGHUP in the log; on SIGTERM/SIGINT
@@ -157,17 +219,12 @@ class Service:
                 return
             for signum in data:
                 if signum == signal.SIGHUP:
-                    if self.job is None:
-                        self.log(
-                            "reload",
-                            "nothing to reload: the service has no job file; kernel files load at start only",
-                        )
-                    else:
-                        self.log(
-                            "reload",
-                            "the job file is read again after the work in flight",
-                            job=str(self.job.path),
-                        )
+                    self.log(
+                        "reload",
+                        "the kernel files"
+                        + (" and the job file" if self.job is not None else "")
+                        + " are read again after the work in flight",
+                    )
                 elif signum in (signal.SIGTERM, signal.SIGINT):
                     self.stop.set()  # "stopping" is said by the main thread (``_shutdown``), in order
 
@@ -181,17 +238,26 @@ class Service:
                 tuner.__exit__(None, None, None)
                 raise SettingsError(f"--kernels: two files declare the kernel {name!r} ({path})")
             self.tuners[name], self.files[name] = tuner, path
+        self._announce()
+        self.state = "idle"
+        self.log("serving", device=self.device_name, kernels=",".join(self.tuners), db=self.store.masked_url)
+
+    def _announce(self) -> None:
+        """The service row says which kernel versions it serves (at start, after a reload or a drop)."""
         kernels = [
             {
                 "name": n,
                 "source_hash": t.info.meta.source_hash,
+                "space_hash": t.space.hash(),
                 "shape_params": list(t.info.meta.shape_params),
             }
             for n, t in self.tuners.items()
         ]
         self.store.services.started(self.owner, device_name=self.device_name, kernels=kernels)
-        self.state = "idle"
-        self.log("serving", device=self.device_name, kernels=",".join(self.tuners), db=self.store.masked_url)
+
+    def versions(self) -> list[Version]:
+        """The kernel versions loaded: the requests this service may take."""
+        return [Version(n, t.info.meta.source_hash, t.space.hash()) for n, t in self.tuners.items()]
 
     def _start_tuner(self, path: Path) -> tuple[str, Any]:
         """A started ``Tuner`` of one kernel file (its timing and compile workers warm) and its kernel's name."""
@@ -212,11 +278,26 @@ class Service:
         )
         return name, tuner
 
-    def _restart(self, name: str) -> None:
+    def _restart(self, name: str) -> bool:
         """New workers for a kernel whose workers are gone (a shape whose inputs could not be built ends
-        them); the file is the one it was started with."""
-        _quietly(lambda: self.tuners[name].__exit__(None, None, None), self.log)
-        self.tuners[name] = self._start_tuner(self.files[name])[1]
+        them), from the same file if it is unchanged. A file changed (or half-written) on disk is not loaded
+        behind the operator's back: the kernel is no longer served until SIGHUP, and the service goes on.
+        False when the kernel was dropped."""
+        old = self.tuners[name]
+        _quietly(lambda: old.__exit__(None, None, None), self.log)
+        path = self.files[name]
+        if _hash_or_none(path) != old.info.meta.source_hash:
+            del self.tuners[name], self.files[name]
+            self.log(
+                "kernel-dropped",
+                "its file changed on disk since it was loaded: not served until a reload (SIGHUP)",
+                kernel=name,
+                file=str(path),
+            )
+            self._announce()
+            return False
+        self.tuners[name] = self._start_tuner(path)[1]
+        return True
 
     def _restart_broken(self) -> None:
         for name, tuner in list(self.tuners.items()):
@@ -224,10 +305,82 @@ class Service:
                 continue
             try:
                 self._restart(name)
-            except Exception:
-                if not self._stopping():  # a kernel it can no longer start: the service's end (exit 2)
-                    raise
-                # a SIGTERM to the whole group (systemd's default) killed the new workers while they started
+            except Exception as e:
+                if self._stopping():
+                    continue  # a SIGTERM to the whole group (systemd's default) killed the new workers
+                # the unchanged file no longer starts (a device gone?): that kernel is not served, the rest is
+                self.tuners.pop(name, None)
+                self.files.pop(name, None)
+                self.log("kernel-dropped", f"its workers do not start again: {e}", kernel=name)
+                self._announce()
+
+    # ------------------------------------------------------------------ files, reloads, LISTEN
+
+    def _check_files(self) -> None:
+        """Say once when a served kernel's file changed on disk: it is served as loaded until SIGHUP."""
+        if time.monotonic() < self._next_file_check:
+            return
+        self._next_file_check = time.monotonic() + CHECK_FILES_EVERY_S
+        for name, tuner in self.tuners.items():
+            path, loaded = self.files[name], tuner.info.meta.source_hash
+            now = _hash_or_none(path) or "missing"
+            if now != loaded and self._changed.get(path) != now:
+                self._changed[path] = now
+                self.log(
+                    "kernel-changed",
+                    "the file changed on disk; the loaded version is served until a reload (SIGHUP)",
+                    kernel=name,
+                    file=str(path),
+                    loaded=loaded[:12],
+                    on_disk=now[:12],
+                )
+
+    def _reload_all(self) -> None:
+        """SIGHUP: every kernel file whose hash changed (or whose kernel is not served) is loaded again on
+        new workers; a file that no longer loads keeps the version served before (one line says why). Then
+        the job file."""
+        self._reload = False
+        by_path = {p.resolve(): n for n, p in self.files.items()}
+        before = dict(self.tuners)
+        for path in self.kernel_files:
+            name = by_path.get(path.resolve())
+            tuner = self.tuners.get(name) if name is not None else None
+            if tuner is not None and not tuner.broken and _hash_or_none(path) == tuner.info.meta.source_hash:
+                continue
+            try:
+                new_name, new = self._start_tuner(path)
+            except Exception as e:
+                self.log("reload-failed", f"{e}; the version loaded before stays", file=str(path))
+                continue
+            if new_name != name and new_name in self.tuners:
+                new.__exit__(None, None, None)
+                self.log("reload-failed", f"a second file declares the kernel {new_name!r}", file=str(path))
+                continue
+            if tuner is not None and name is not None:
+                _quietly(lambda t=tuner: t.__exit__(None, None, None), self.log)
+                del self.tuners[name], self.files[name]
+            self.tuners[new_name], self.files[new_name] = new, path
+            self._changed.pop(path, None)
+            self.log("reloaded", kernel=new_name, file=str(path), source_hash=new.info.meta.source_hash[:12])
+        kept = sum(1 for n, t in self.tuners.items() if before.get(n) is t)
+        self.log("reload-done", f"{len(self.tuners) - kept} kernel(s) loaded again, {kept} unchanged")
+        self._announce()
+        if self.job is not None:
+            self._reload_job()
+
+    def _listen(self) -> None:
+        """LISTEN for queued work (Postgres); after a failure, tried again every ``RELISTEN_EVERY_S``."""
+        self._next_listen = time.monotonic() + RELISTEN_EVERY_S
+        try:
+            self._listener = self.store.services.listen()
+        except Exception as e:  # said once per outage, not every RELISTEN_EVERY_S
+            if not self._listen_failed:
+                self.log("listen-failed", f"polling every {self._poll_s()} s until it listens again: {e}")
+            self._listen_failed, self._listener = True, None
+        self.metrics.listening.set(self._listener is not None)
+        if self._listener is not None:
+            self._listen_failed = False
+            self.log("listening", f"woken by NOTIFY; polling every {self._poll_s()} s")
 
     def _idle(self) -> None:
         """Wait for work: a NOTIFY (Postgres), the next poll or the job's time, in slices of at most a
@@ -237,16 +390,26 @@ class Service:
             until_job = (self.next_job - datetime.now(timezone.utc)).total_seconds()
             deadline = min(deadline, time.monotonic() + max(0.0, until_job))
         while not self._stopping() and not self._reload and (left := deadline - time.monotonic()) > 0:
+            if (
+                self._listener is None
+                and not self.store.db.is_sqlite
+                and time.monotonic() >= self._next_listen
+            ):
+                self._listen()  # a Postgres restart broke it: listen again, else a 10 Hz poll for ever
+                if self._listener is not None:
+                    return  # what was queued meanwhile was never notified: look now
             if self._listener is None:
                 self.stop.wait(min(left, 1.0))
                 continue
             try:
                 if self._listener.wait(min(left, 1.0)):
                     return
-            except Exception as e:  # the connection broke: poll from now on
+            except Exception as e:  # the connection broke: poll until it listens again
                 self._listener.close()
-                self._listener = None
-                self.log("listen-failed", f"polling every {self._poll_s()} s: {e}")
+                self._listener, self._listen_failed = None, True
+                self.metrics.listening.set(0)
+                self._next_listen = time.monotonic() + RELISTEN_EVERY_S
+                self.log("listen-failed", f"polling every {self._poll_s()} s until it listens again: {e}")
 
     def _poll_s(self) -> float:
         return self.serve.poll_for(self._listener is not None)
@@ -269,6 +432,8 @@ class Service:
         for tuner in self.tuners.values():
             _quietly(lambda t=tuner: t.__exit__(None, None, None), self.log)
         _quietly(lambda: services.stopped(self.owner), self.log)
+        if self._metrics_server is not None:
+            _quietly(self._metrics_server.close, self.log)
         self.log("stopped", owner=self.owner.id)
 
     # ------------------------------------------------------------------ heartbeats
@@ -280,6 +445,10 @@ class Service:
                 self.store.services.beat(
                     self.owner, state=self.state, request_id=self.current, lease_s=self.serve.lease_s
                 )
+                self._beat_ok = time.monotonic()
+                # the queue read only where something scrapes it: an idle service's cost stays one write
+                queue = self.store.services.queue_counts() if self._metrics_server is not None else {}
+                self.metrics.beat(queue)
                 said = ""
             except Exception as e:  # the database is away: say so once, keep beating
                 if str(e) != said:
@@ -291,6 +460,8 @@ class Service:
     def step(self) -> bool:
         """Refuse what nobody serves, take one request and work it; False when the queue had nothing."""
         services = self.store.services
+        if not services.anything_to_do(self.owner, self.device_name):
+            return False  # an idle poll: one read, no write
         # refusing takes a write lock: not on every poll of an idle SQLite service (10 a second)
         refuse = time.monotonic() >= self._next_refusal
         if refuse:
@@ -303,12 +474,12 @@ class Service:
         for w in refused:
             self.log(
                 "refused",
-                "no service runs this kernel",
+                "no live service runs this kernel, or this version of it",
                 request=w.id,
                 kernel=w.kernel_name,
                 shape=w.shape_key,
             )
-        work = services.take(self.owner, list(self.tuners), self.device_name, lease_s=self.serve.lease_s)
+        work = services.take(self.owner, self.versions(), self.device_name, lease_s=self.serve.lease_s)
         if work is None:
             return False
         self.current, self.state = work.id, "tuning"
@@ -351,6 +522,7 @@ class Service:
             self._in_search = False
             self.log("failed", str(e), request=work.id)
             _quietly(lambda: self.store.services.hand_back(self.owner), self.log)
+            self.metrics.requests.labels("handed_back").inc()
             return
         except ShapeInputError as e:  # production's data (N=10**13 cannot be allocated): refused
             self._in_search = False
@@ -363,6 +535,7 @@ class Service:
             return
         finally:
             self._in_search = False
+        self.metrics.searched(meta.name, time.monotonic() - t0, report.evaluations, report.statuses)
         best = report.best
         message = (
             f"best {fmt_config(best.config)} {fmt_time(best.time_s)} after {report.evaluations} evaluations"
@@ -454,9 +627,11 @@ class Service:
     def _lend(self, kjob: KernelJob, settings: SearchSettings, fresh: bool) -> Iterator[Any]:
         """The job's kernel on the service's warm workers: the job's budget, strategy, seed and timed calls,
         the service's devices and workers (``jobs.nightly.runner.TunerSource``)."""
-        name = next(n for n, f in self.files.items() if f.resolve() == kjob.file.resolve())
-        if fresh or self.tuners[name].broken:
-            self._restart(name)
+        name = next((n for n, f in self.files.items() if f.resolve() == kjob.file.resolve()), None)
+        if name is None or ((fresh or self.tuners[name].broken) and not self._restart(name)):
+            raise SettingsError(
+                f"{kjob.file}: not served now (changed on disk: reload the service with SIGHUP)"
+            )
         tuner = self.tuners[name]
         job_settings = replace(
             tuner.settings,
@@ -473,6 +648,7 @@ class Service:
     ) -> None:
         ours = self.store.services.finish(work.id, self.owner, status, message, report)
         event = "tuned" if status == "done" else "refused"
+        self.metrics.requests.labels(event).inc()
         if not ours:
             message += " (its lease had expired: another service took it over)"
         self.log(event, message, request=work.id, kernel=work.kernel_name, shape=work.shape_key, **fields)
@@ -500,6 +676,30 @@ def _settings(tuner: Any, settings: SearchSettings) -> Iterator[None]:
         yield
     finally:
         tuner.settings = base
+
+
+def _sqlite_file_id(store: Store) -> tuple[int, int] | None:
+    """(device, inode) of the store's SQLite file; None on Postgres, or when the file is gone."""
+    import os
+
+    path = store.db.sqlite_path if store.db.is_sqlite else None
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (0, 0)
+    return st.st_dev, st.st_ino
+
+
+def _hash_or_none(path: Path) -> str | None:
+    """The file's source hash now; None when it cannot be read (deleted, mid-deploy)."""
+    from autotune.kernel.contract import source_hash
+
+    try:
+        return source_hash(path)
+    except OSError:
+        return None
 
 
 def _quietly(fn: Any, log: EventLog, event: str = "shutdown-step-failed") -> Any:

@@ -32,7 +32,7 @@ from autotune.store.history import History
 from autotune.store.keys import KeyInfo, Keys, dtypes_key, env_columns, study_name
 from autotune.store.requests import RequestCount, Requests, ShapeRequest
 from autotune.store.schema import Schema, alembic_config, migrations_dir, version_table
-from autotune.store.services import Service, Services, Work
+from autotune.store.services import Service, Services, Version, Work
 from autotune.store.trials import Trials
 from autotune.store.urls import default_db_path, default_db_url, mask_url, normalize_db_url
 from autotune.store.verifications import NightlyRun, Verification, Verifications
@@ -53,6 +53,7 @@ __all__ = [
     "ShapeRequest",
     "Store",
     "Verification",
+    "Version",
     "Work",
     "default_db_path",
     "default_db_url",

@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from autotune.store.database import Database
-from autotune.store.models import ClaimRow, TrialRow, utcnow
+from autotune.store.models import ClaimRow, TrialRow
 from autotune.store.rows import from_db_time
 
 
@@ -130,7 +130,7 @@ class Claims:
         Rows are taken in sorted order, so two processes claiming overlapping batches never deadlock."""
 
         def attempt() -> dict[str, Claim]:
-            now = utcnow()
+            now = self.db.now()
             expires = now + timedelta(seconds=lease_s)
             with self.db.session(write=True) as s:
                 return {
@@ -184,7 +184,7 @@ class Claims:
 
     def renew(self, owner: Owner, *, lease_s: float) -> int:
         """Extend the lease of every running claim of ``owner``; returns how many."""
-        now = utcnow()
+        now = self.db.now()
         with self.db.session(write=True) as s:
             res = s.execute(
                 update(ClaimRow)
@@ -207,7 +207,7 @@ class Claims:
     def close_stale(self) -> int:
         """Drop the running claims of dead owners (``stale``): a search killed with -9 never released its
         own, and they must not show as running nor wait out their lease here. Returns how many."""
-        me, now = Owner(), utcnow()
+        me, now = Owner(), self.db.now()
         with self.db.session(write=True) as s:
             rows = s.scalars(select(ClaimRow).where(ClaimRow.status == "running")).all()
             dead = [r.id for r in rows if stale(r, me, now)]
@@ -229,7 +229,7 @@ class Claims:
         """Ids of a key's trials whose measuring process is gone or finished long ago: no live process will
         write them to the Optuna study any more (a dead owner on this host, or stored ``older_than_s``
         ago), so a new search may adopt them. Invalid trials take no claim and count as settled when old."""
-        cutoff = utcnow() - timedelta(seconds=older_than_s)
+        cutoff = self.db.now() - timedelta(seconds=older_than_s)
         me = Owner()
         with self.db.session() as s:
             rows = s.execute(
@@ -252,7 +252,7 @@ class Claims:
             .where(ClaimRow.key_id == key_id, ClaimRow.config_hash == row.config_hash)
             .with_for_update()
         ).first()
-        now = utcnow()
+        now = self.db.now()
         if claim is None:  # stored without a claim (a direct trials.record)
             try:
                 with s.begin_nested():

@@ -7,12 +7,14 @@ through ``_create_scoped_session``)."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -52,6 +54,10 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+#: seconds between two measurements of a Postgres server's clock offset (``Database.now``)
+CLOCK_CHECK_S = 60.0
+
+
 class Database:
     """One database URL. Cheap to construct: nothing connects until the first call."""
 
@@ -71,6 +77,9 @@ class Database:
         #: serializes the SQLite writers of this search (its sessions, its Optuna study writer process):
         #: waiting on it wakes at once, where SQLite's busy handler sleeps 1, 2, 5, 10 ms... per retry
         self.write_lock: Any = contextlib.nullcontext()
+        #: the Postgres server's clock minus this host's, and when it was last measured (``now``)
+        self._clock_offset = timedelta(0)
+        self._clock_at = -math.inf
         try:
             self.engine: Engine = self._create_engine(sa_url)
             _engines.add(self.engine)
@@ -96,6 +105,23 @@ class Database:
     def close(self) -> None:
         """Close the pooled connections (the object stays usable: it reconnects on the next call)."""
         self.engine.dispose()
+
+    def now(self) -> datetime:
+        """The time every lease and heartbeat is compared with: the database's clock. A host whose clock ran
+        90 s ahead took over live requests and claims (configs measured twice); on Postgres this is this
+        host's clock corrected by its offset to the server's, measured at most ``CLOCK_CHECK_S`` ago (a
+        failed measurement keeps the last offset). SQLite: this host's clock (one host)."""
+        if not self.is_sqlite and time.monotonic() >= self._clock_at + CLOCK_CHECK_S:
+            self._clock_at = time.monotonic()
+            try:
+                with self.engine.connect() as conn:
+                    before = datetime.now(timezone.utc)
+                    server = conn.exec_driver_sql("SELECT clock_timestamp()").scalar_one()
+                    after = datetime.now(timezone.utc)
+                self._clock_offset = server.astimezone(timezone.utc) - (before + (after - before) / 2)
+            except Exception:  # the database is away: the callers' own statements say so
+                pass
+        return datetime.now(timezone.utc) + self._clock_offset
 
     def process_write_lock(self, ctx: Any) -> Any:
         """The write lock to share with a helper process writing to the same database (SQLite only; a

@@ -240,7 +240,9 @@ class ShapeRequestRow(Base):
 
     __tablename__ = "autotune_shape_requests"
     __table_args__ = (
-        UniqueConstraint("kernel_name", "shape_key", "dtypes_key", "device_name"),
+        UniqueConstraint(
+            "kernel_name", "shape_key", "dtypes_key", "device_name", "source_hash", "space_hash"
+        ),
         CheckConstraint(column("status").in_(REQUEST_STATUSES), name="status"),
         Index("ix_autotune_shape_requests_status_device_name", "status", "device_name"),
     )
@@ -251,6 +253,10 @@ class ShapeRequestRow(Base):
     dims: Mapped[dict[str, int]] = mapped_column(JSON)
     dtypes_key: Mapped[str] = mapped_column(String)
     device_name: Mapped[str] = mapped_column(String)
+    #: the version of the kernel asked for: its file's sha256 and its space's hash ("": any version, as a
+    #: miss recorded without a hash). A service takes only what its loaded file matches (issue 45)
+    source_hash: Mapped[str] = mapped_column(String, default="", server_default="")
+    space_hash: Mapped[str] = mapped_column(String, default="", server_default="")
     count: Mapped[int] = mapped_column(Integer)
     first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

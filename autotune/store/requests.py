@@ -28,6 +28,10 @@ class ShapeRequest:
     #: its place in the ``autotune serve`` queue (``store.services``) and why it was refused
     status: str = "queued"
     message: str | None = None
+    #: the kernel version asked for ("": any)
+    source_hash: str = ""
+    space_hash: str = ""
+    id: int = 0
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,9 @@ class RequestCount:
     first_seen: datetime
     last_seen: datetime
     dtypes_key: str = ""
+    #: the kernel version the caller runs, when it says ("": any version)
+    source_hash: str = ""
+    space_hash: str = ""
 
 
 class Requests:
@@ -64,6 +71,8 @@ class Requests:
                         ShapeRequestRow.shape_key == c.shape_key,
                         ShapeRequestRow.dtypes_key == c.dtypes_key,
                         ShapeRequestRow.device_name == c.device_name,
+                        ShapeRequestRow.source_hash == c.source_hash,
+                        ShapeRequestRow.space_hash == c.space_hash,
                     )
                     bump = (
                         update(ShapeRequestRow)

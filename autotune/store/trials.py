@@ -297,6 +297,15 @@ class Trials:
             s.flush()
             return best_record(best)
 
+    def best_generation(self, kernel_name: str, device_name: str) -> tuple[Any, ...]:
+        """What changes whenever a best config of the kernel on the device is stored, replaced or deleted
+        (count, newest update, highest id): one small aggregate read, the runtime lookup's freshness check."""
+        stmt = select(
+            func.count(BestConfigRow.id), func.max(BestConfigRow.updated_at), func.max(BestConfigRow.id)
+        ).where(BestConfigRow.kernel_name == kernel_name, BestConfigRow.device_name == device_name)
+        with self.db.session() as s:
+            return tuple(s.execute(stmt).one())
+
     def best(
         self, kernel_name: str, shape_key: str | None = None, device_name: str | None = None
     ) -> list[BestRecord]:

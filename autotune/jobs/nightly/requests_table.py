@@ -34,14 +34,38 @@ def request_reason(r: Any, params: tuple[str, ...] | None, runs: dict[tuple[str,
     return why or runs.get((r.kernel_name, clip_key(str(r.shape_key))), "")
 
 
-def requests_table(store: StoreReader) -> Any:
-    from rich.table import Table
-
+def _reasons(store: StoreReader) -> tuple[list[Any], list[str]]:
+    """The recorded requests and why each is not tuned ("" when nothing stands in the way)."""
     rows = store.requests.recorded()
     params: dict[str, tuple[str, ...]] = {}
     for k in store.history.key_states():
         params.setdefault(k.kernel_name, tuple(k.dims))
     runs = skip_reasons(store)
+    reasons = [
+        # else why `autotune serve` refused it
+        request_reason(r, params.get(r.kernel_name), runs)
+        or (f"serve: {r.message[:100]}" if r.status == "refused" and r.message else "")
+        for r in rows
+    ]
+    return rows, reasons
+
+
+def requests_json(store: StoreReader) -> list[dict[str, Any]]:
+    """``autotune show --requests -f json``: every request with its queue status and why it is skipped."""
+    from dataclasses import asdict
+
+    rows, reasons = _reasons(store)
+    return [
+        asdict(r)
+        | {"first_seen": r.first_seen.isoformat(), "last_seen": r.last_seen.isoformat(), "skipped": why}
+        for r, why in zip(rows, reasons, strict=True)
+    ]
+
+
+def requests_table(store: StoreReader) -> Any:
+    from autotune.plain_table import PlainTable as Table
+
+    rows, reasons = _reasons(store)
     table = Table(title=f"shapes requested at run time (best_config fell back) in {store.masked_url}")
     for col in (
         "kernel",
@@ -49,23 +73,23 @@ def requests_table(store: StoreReader) -> Any:
         "dtypes",
         "device",
         "lookups",
+        "status",
         "first seen",
         "last seen",
         "skipped because",
     ):
         table.add_column(col)
-    for r in rows:
+    for r, why in zip(rows, reasons, strict=True):
         table.add_row(
             r.kernel_name,
             r.shape_key,
             r.dtypes_key or "-",
             r.device_name,
             str(r.count),
+            r.status,
             r.first_seen.strftime("%Y-%m-%d %H:%M:%S"),
             r.last_seen.strftime("%Y-%m-%d %H:%M:%S"),
-            # else why `autotune serve` refused it
-            request_reason(r, params.get(r.kernel_name), runs)
-            or (f"serve: {r.message[:100]}" if r.status == "refused" and r.message else "-"),
+            why or "-",
         )
     if not rows:
         table.caption = (
