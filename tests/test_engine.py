@@ -404,6 +404,8 @@ def test_a_long_lived_tuner_copies_every_shape_to_its_study_in_the_background(sq
     holds each of its stored search trials, once."""
     tuner = sim_tuner(sqlite_url, 1, strategy="random", trials=3, seed=1, compile_workers=0, retime_top=0)
     tuner.long_lived = True
+    # the last copy's writer may still be importing Optuna at close on a loaded machine: wait for it here
+    tuner.closing_wait_s = 300.0
     shapes = ({"N": 8}, {"N": 16}, {"N": 32})
     with tuner:
         tuner.start()

@@ -60,6 +60,8 @@ class Tuner:
         self.long_lived = long_lived
         #: study copies finishing in the background (``long_lived``)
         self._closing: list[threading.Thread] = []
+        #: seconds closing waits for study copies still finishing (a test on a loaded machine waits longer)
+        self.closing_wait_s = _CLOSING_WAIT_S
         #: the first shape's study writer, started beside the workers (its imports take seconds)
         self._writer: Any = None
         self.kernel_path = kernel_path
@@ -98,7 +100,7 @@ class Tuner:
         if self._writer is not None:  # started, never given a shape
             self._writer.close(quiet=True)
             self._writer = None
-        deadline = time.monotonic() + _CLOSING_WAIT_S
+        deadline = time.monotonic() + self.closing_wait_s
         for t in self._closing:  # past this, what a copy did not write the next search of its shape adds
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         self._closing.clear()
