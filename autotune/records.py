@@ -36,6 +36,15 @@ class BestRecord:
     #: finalist has several. Optional: exports of version 1 written before they existed lack them.
     samples: int | None = None
     spread: float | None = None
+    #: a 95 % bootstrap interval of the median time (None for one sample)
+    ci_low_s: float | None = None
+    ci_high_s: float | None = None
+    #: default config time / this time: the geometric mean of ratios of samples paired round by round
+    #: (interleaved re-timings), its 95 % paired-t interval and the number of pairs; None without pairs
+    speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    pairs: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
