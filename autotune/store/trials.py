@@ -92,6 +92,26 @@ def _speedup(rows: list[Any], best_hash: str, default_hash: str | None) -> Ratio
     return paired_ratio([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None
 
 
+def _best_stats(
+    rows: list[Any], chosen: _Chosen, default_hash: str | None, best: BestConfigRow | None
+) -> dict[str, Any]:
+    """The best row's interval and speed-up columns. Without the default's hash (a caller that does not
+    know it) an unchanged best keeps the speed-up it had."""
+    ratio = _speedup(rows, chosen.config_hash, default_hash)
+    kept = ratio is None and default_hash is None and best is not None and best.trial_id == chosen.trial_id
+    if kept and best is not None and best.speedup is not None:
+        ratio = Ratio(best.speedup, best.speedup_low, best.speedup_high, best.pairs or 0)
+    ci = median_interval(chosen.times)
+    return {
+        "ci_low_s": ci[0] if ci else None,
+        "ci_high_s": ci[1] if ci else None,
+        "speedup": ratio.value if ratio else None,
+        "speedup_low": ratio.low if ratio else None,
+        "speedup_high": ratio.high if ratio else None,
+        "pairs": ratio.pairs if ratio else None,
+    }
+
+
 class Trials:
     """Trials and best configs of one database. ``claims``: the claims role, whose claim of each stored
     search trial is marked done in the trial's own transaction."""
@@ -309,23 +329,7 @@ class Trials:
                 if best is not None:
                     s.delete(best)
                 return None
-            ratio = _speedup(rows, chosen.config_hash, default_hash)
-            if (
-                ratio is None
-                and best is not None
-                and best.trial_id == chosen.trial_id
-                and default_hash is None
-            ):
-                ratio = Ratio(best.speedup, best.speedup_low, best.speedup_high, best.pairs or 0)  # kept
-            ci = median_interval(chosen.times)
-            stats = {
-                "ci_low_s": ci[0] if ci else None,
-                "ci_high_s": ci[1] if ci else None,
-                "speedup": ratio.value if ratio else None,
-                "speedup_low": ratio.low if ratio else None,
-                "speedup_high": ratio.high if ratio else None,
-                "pairs": ratio.pairs if ratio else None,
-            }
+            stats = _best_stats(rows, chosen, default_hash, best)
             same = (best.trial_id, best.time_s, best.samples or 1) if best is not None else None
             unchanged = same == (chosen.trial_id, chosen.median, chosen.samples)
             if best is not None and unchanged and all(getattr(best, k) == v for k, v in stats.items()):
