@@ -21,8 +21,9 @@ from __future__ import annotations
 import socket
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from autotune.engine import Candidate
@@ -319,12 +320,33 @@ def _judge(
         )
         v.error = "; ".join([why, *notes] if not band else [*notes, band])[:1000]
         return
-    got = k.ratios if with_ref else k.samples
-    verdict = regression.judge(
-        got, reference, threshold=spec.threshold, alpha=spec.alpha, previous=base.previous
-    )
+    verdict, note = _verdict(k, base, with_ref, spec)
     v.status, v.ratio, v.p_value = verdict.status, verdict.ratio, verdict.p_value
     if not with_ref:
         v.baseline_s = verdict.baseline_s
-    if notes:
-        v.error = "; ".join(notes)[:1000]
+    if notes or note:
+        v.error = "; ".join([*notes, *([note] if note else [])])[:1000]
+
+
+def _verdict(k: _Kept, base: Baseline, with_ref: bool, spec: VerifySpec) -> tuple[regression.Verdict, str]:
+    """The verdict and a note. With a reference, a change is called only where both lines of evidence
+    agree: the ratio best/reference (a machine slower tonight slows both: no call) AND the best's own time
+    (a reference that moved alone, as a CPU's Python-heavy default does under load, moves the ratio but
+    not the best: no call). A real slowdown of the best shows in both."""
+    judge = partial(regression.judge, threshold=spec.threshold, alpha=spec.alpha, previous=base.previous)
+    if not with_ref:
+        assert base.samples is not None
+        return judge(k.samples, base.samples), ""
+    assert base.ratios is not None
+    by_ratio = judge(k.ratios, base.ratios)
+    if by_ratio.status == regression.OK or base.samples is None:
+        return by_ratio, ""
+    own = judge(k.samples, base.samples)
+    both_slower = own.status in regression.REGRESSED and by_ratio.status in regression.REGRESSED
+    if own.status == by_ratio.status or both_slower:
+        return by_ratio, ""
+    note = (
+        f"ratio to the reference {by_ratio.ratio:.3f}x but the best's own time {own.ratio:.3f}x of its "
+        f"baseline ({own.status}): the reference moved, not the best"
+    )
+    return replace(by_ratio, status=regression.OK), note
