@@ -97,6 +97,15 @@ class KeyState:
     best_time_s: float | None
     best_tflops: float | None
     best_trial_id: int | None
+    #: the best row's samples, the median's 95 % interval and the paired speed-up over the default with
+    #: its interval and pairs (``BestRecord``); None on rows stored before they existed
+    best_samples: int | None = None
+    best_ci_low_s: float | None = None
+    best_ci_high_s: float | None = None
+    best_speedup: float | None = None
+    best_speedup_low: float | None = None
+    best_speedup_high: float | None = None
+    best_pairs: int | None = None
 
     @property
     def trials(self) -> int:
