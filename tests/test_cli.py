@@ -94,6 +94,12 @@ def test_search_json_has_every_report_field_as_before():
         "stop_noise": r.stop_noise,
         # where the shape's seconds went: added with the H100 rate measurements (bench/RESULTS.md section 23)
         "time_split": r.time_split,
+        # every number a statistic (issue 43): the best's interval, the paired speed-up and its interval
+        "best_interval": r.best_interval,
+        "paired_speedup": r.paired_speedup,
+        "speedup_interval": r.speedup_interval,
+        "speedup_pairs": r.speedup_pairs,
+        "speedup_significant": False,
     }
     got = json.loads(json.dumps(report_dict(r), default=str))
     assert got == json.loads(json.dumps(expected, default=str))
@@ -164,6 +170,13 @@ def test_best_json_has_every_record_field_as_before():
         "space_hash": r.space_hash,
         "env_hash": r.env_hash,
         "updated_at": str(r.updated_at),
+        # every number a statistic (issue 43): the median's interval, the paired speed-up over the default
+        "ci_low_s": r.ci_low_s,
+        "ci_high_s": r.ci_high_s,
+        "speedup": r.speedup,
+        "speedup_low": r.speedup_low,
+        "speedup_high": r.speedup_high,
+        "pairs": r.pairs,
     }
     assert best_dict(r) == expected
     assert json.loads(json.dumps(best_dict(r))) == expected
