@@ -236,6 +236,19 @@ def test_the_best_config_alone_slower_is_a_regression(sqlite_url, tmp_path):
     assert [v["status"] for v in run(j, kernel).verifications] == ["ok"]
 
 
+def test_a_reference_that_moved_alone_is_no_regression(sqlite_url, tmp_path):
+    """The default config (the in-run reference) alone runs 1.6x faster tonight (a CPU's Python-heavy
+    default under another load): the ratio best/reference rises past the threshold, the best's own time
+    does not, and the verdict is ok with a note saying the reference moved."""
+    kernel = NoisyKernel()
+    j = job(sqlite_url, tmp_path, kernels=(KernelJob(tmp_path / "sim.py", ({"N": 64},)),))
+    run(j, kernel)
+    kernel.slow_configs[json.dumps(DEFAULT, sort_keys=True)] = 1 / 1.6
+    (v,) = run(j, kernel).verifications
+    assert v["status"] == "ok" and v["ratio"] == pytest.approx(1.6, rel=0.05), v
+    assert "the reference moved, not the best" in v["error"]
+
+
 def test_pure_noise_is_never_a_regression_over_20_runs(sqlite_url, tmp_path):
     """The same kernel, unchanged, 1 % noise per measurement: 20 nightly verifications of 3 shapes call no
     regression. Without the 3 % threshold (rank test alone) noise is flagged at about the alpha rate."""
