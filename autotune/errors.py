@@ -29,6 +29,11 @@ class KernelFileError(AutotuneError):
     """A kernel file is missing, does not import, or does not declare what the contract asks for."""
 
 
+class KernelHookError(KernelFileError):
+    """An optional hook of a kernel file (``flops``, ``bytes_moved``) raised: the measurement stands, the
+    figure the hook feeds (TFLOP/s, GB/s) is not shown, and this says why."""
+
+
 class ShapeError(AutotuneError):
     """A shape string or shape mapping is malformed or does not fit the kernel."""
 

@@ -36,6 +36,15 @@ class BestRecord:
     #: finalist has several. Optional: exports of version 1 written before they existed lack them.
     samples: int | None = None
     spread: float | None = None
+    #: a 95 % bootstrap interval of the median time (None for one sample)
+    ci_low_s: float | None = None
+    ci_high_s: float | None = None
+    #: default config time / this time: the geometric mean of ratios of samples paired round by round
+    #: (interleaved re-timings), its 95 % paired-t interval and the number of pairs; None without pairs
+    speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    pairs: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -88,6 +97,15 @@ class KeyState:
     best_time_s: float | None
     best_tflops: float | None
     best_trial_id: int | None
+    #: the best row's samples, the median's 95 % interval and the paired speed-up over the default with
+    #: its interval and pairs (``BestRecord``); None on rows stored before they existed
+    best_samples: int | None = None
+    best_ci_low_s: float | None = None
+    best_ci_high_s: float | None = None
+    best_speedup: float | None = None
+    best_speedup_low: float | None = None
+    best_speedup_high: float | None = None
+    best_pairs: int | None = None
 
     @property
     def trials(self) -> int:

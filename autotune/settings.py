@@ -41,7 +41,7 @@ ENV_VARS: dict[str, str] = {
     "AUTOTUNE_TIMEOUT": "wall-clock seconds per shape, 0 = none (default 0)",
     "AUTOTUNE_STRATEGY": "search strategy: auto, tpe, random, exhaustive (grid) (default auto)",
     "AUTOTUNE_RETIME_TOP": "finalists re-timed before a best is declared (default 3; 0 = none)",
-    "AUTOTUNE_RETIME_ROUNDS": "interleaved rounds of re-timing the finalists (default 3)",
+    "AUTOTUNE_RETIME_ROUNDS": "interleaved rounds of re-timing the finalists, the stored best, any would-be best and the default config (default 3): a best needs 3 samples (its search sample and 2 rounds), a speed-up's interval its paired rounds",
     "AUTOTUNE_UNRELIABLE_SPREAD": "a best whose measurements spread more than this fraction of its median is flagged unreliable (default 0.5)",
     "AUTOTUNE_SEED": "strategy seed",
     "AUTOTUNE_DEVICES": "devices to time on: cuda, cuda:0,cuda:1, all or cpu (default: cuda if present)",

@@ -95,6 +95,9 @@ class TrialResult:
     throttled: bool | None = None
     #: measurements re-taken because their clock was low
     retakes: int | None = None
+    #: a re-timing's interleaved round (``<run>:<round>``): samples of one round were measured side by
+    #: side, so two configs' samples of the same rounds pair up (a speedup's paired ratios)
+    retime_round: str | None = None
 
     @property
     def timed(self) -> bool:
@@ -118,6 +121,17 @@ def fmt_config(config: Mapping[str, Any] | None) -> str:
     if not config:
         return "-"
     return ",".join(f"{k}={v}" for k, v in config.items())
+
+
+def fmt_time_interval(t: float | None, low: float | None, high: float | None) -> str:
+    """``t`` with its interval in ``t``'s unit: ``429.55 us [417.64-481.36]`` (just ``t`` without one)."""
+    text = fmt_time(t)
+    if t is None or low is None or high is None:
+        return text
+    value, unit = text.rsplit(" ", 1)
+    scale = float(value) / t if t else 1.0
+    digits = len(value.split(".")[1]) if "." in value else 0
+    return f"{text} [{low * scale:.{digits}f}-{high * scale:.{digits}f}]"
 
 
 def fmt_time(t: float | None) -> str:

@@ -141,8 +141,9 @@ def wait_for_trials(store, n: int, timeout_s: float = 300.0) -> list:
 
 def expected_best(store, key_id: int) -> tuple[str, float, int]:
     """(config hash, median, samples) the best row must hold, recomputed from the trials: the lowest median
-    over each config's ok samples, where, once finalists were re-timed, a config measured once competes only
-    if its sample beats a finalist's search sample (it ranked below every finalist when they were chosen)."""
+    over the configs with 3 ok samples or more; where none has, over each config's ok samples, where, once
+    finalists were re-timed, a config measured once competes only if its sample beats a finalist's search
+    sample (it ranked below every finalist when they were chosen)."""
     import statistics
 
     from autotune.trial import TrialStatus, config_hash
@@ -154,8 +155,11 @@ def expected_best(store, key_id: int) -> tuple[str, float, int]:
     for t in store.trials.recorded(key_id, retimed=True):
         if t.status is TrialStatus.OK:
             samples.setdefault(config_hash(t.config), []).append(t.time_s)
-    finalists = [h for h, v in samples.items() if len(v) > 1]
-    cutoff = max((search[h] for h in finalists), default=float("inf"))
-    eligible = {h: v for h, v in samples.items() if len(v) > 1 or v[0] < cutoff}
+    # a best needs 3 samples (its search sample and 2 interleaved re-timings) where any config has them
+    eligible = {h: v for h, v in samples.items() if len(v) >= 3}
+    if not eligible:
+        finalists = [h for h, v in samples.items() if len(v) > 1]
+        cutoff = max((search[h] for h in finalists), default=float("inf"))
+        eligible = {h: v for h, v in samples.items() if len(v) > 1 or v[0] < cutoff}
     best = min(eligible, key=lambda h: statistics.median(eligible[h]))
     return best, statistics.median(eligible[best]), len(eligible[best])

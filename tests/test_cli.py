@@ -19,7 +19,7 @@ from autotune.cli import app
 from autotune.cli.inspect import best_dict
 from autotune.cli.search import print_reports
 from autotune.records import BestRecord
-from autotune.trial import TrialResult, TrialStatus, fmt_time
+from autotune.trial import TrialResult, TrialStatus, fmt_config, fmt_time
 from autotune.tuning.report import report_dict
 from autotune.tuning.tuner import Finalist, ShapeReport
 
@@ -94,6 +94,12 @@ def test_search_json_has_every_report_field_as_before():
         "stop_noise": r.stop_noise,
         # where the shape's seconds went: added with the H100 rate measurements
         "time_split": r.time_split,
+        # every number a statistic (issue 43): the best's interval, the paired speed-up and its interval
+        "best_interval": r.best_interval,
+        "paired_speedup": r.paired_speedup,
+        "speedup_interval": r.speedup_interval,
+        "speedup_pairs": r.speedup_pairs,
+        "speedup_significant": False,
     }
     got = json.loads(json.dumps(report_dict(r), default=str))
     assert got == json.loads(json.dumps(expected, default=str))
@@ -164,14 +170,24 @@ def test_best_json_has_every_record_field_as_before():
         "space_hash": r.space_hash,
         "env_hash": r.env_hash,
         "updated_at": str(r.updated_at),
+        # every number a statistic (issue 43): the median's interval, the paired speed-up over the default
+        "ci_low_s": r.ci_low_s,
+        "ci_high_s": r.ci_high_s,
+        "speedup": r.speedup,
+        "speedup_low": r.speedup_low,
+        "speedup_high": r.speedup_high,
+        "pairs": r.pairs,
     }
     assert best_dict(r) == expected
     assert json.loads(json.dumps(best_dict(r))) == expected
 
 
-def test_the_table_flags_an_unreliable_best_and_a_finalist_measured_once(capsys):
+def test_the_table_flags_an_unreliable_best_and_a_finalist_measured_once(capsys, monkeypatch):
     from dataclasses import replace
 
+    from autotune.cli.common import out
+
+    monkeypatch.setattr(out, "width", 250)  # one line per row (a narrower table folds its cells)
     steady = _report()
     steady.finalists.append(Finalist({"BLOCK": 8}, 2e-5, 2e-5, None, 1))
     wild = replace(_report(), shape_key="M=128", best_samples=4, best_spread=6.1, unreliable=True)
@@ -180,8 +196,47 @@ def test_the_table_flags_an_unreliable_best_and_a_finalist_measured_once(capsys)
     (steady_row,) = [line for line in text.splitlines() if "M=64 " in line and "BLOCK=64" in line]
     (wild_row,) = [line for line in text.splitlines() if "M=128 " in line and "BLOCK=64" in line]
     assert "unreliable" not in steady_row and "3.00x" in steady_row
-    assert "unreliable (spread ±610%)" in wild_row and "3.00x (unreliable)" in wild_row
+    assert (
+        "unreliable (spread ±610%)" in wild_row and "3.00x (unpaired single samples) (unreliable)" in wild_row
+    )
     assert "20.00 us (one sample)" in text and "n=1" not in text
+
+
+@pytest.mark.parametrize("width", [120, 160])
+def test_a_long_config_folds_and_is_never_cut(capsys, monkeypatch, width):
+    """Issue 43: the best config was cut (``BLOCK_M=128,BLOCK_N=512,BLOCK_…``) at 120 and 160 columns; it
+    folds onto more lines, and the time carries its interval and samples, the speedup its interval."""
+    from dataclasses import replace
+
+    from autotune.cli.common import out
+
+    monkeypatch.setattr(out, "width", width)
+    config = {
+        "BLOCK_M": 128,
+        "BLOCK_N": 512,
+        "BLOCK_K": 256,
+        "GROUP_M": 8,
+        "STAGES": 4,
+        "WARPS": 8,
+        "ORDER": "mn",
+    }
+    r = _report()
+    r = replace(
+        r,
+        best=replace(r.best, config=config),
+        best_samples=4,
+        best_interval=(0.9e-5, 1.2e-5),
+        paired_speedup=2.9,
+        speedup_interval=(2.5, 3.3),
+        speedup_pairs=3,
+    )
+    print_reports([r], "gemm")
+    rows = [line.split("│") for line in capsys.readouterr().out.splitlines() if line.count("│") > 5]
+    assert "".join(cells[2].strip() for cells in rows) == fmt_config(config)
+    assert "…" not in "".join("".join(cells) for cells in rows)
+    time_cell = " ".join(cells[3].strip() for cells in rows)
+    assert "10.00 us [9.00-12.00]" in time_cell and "n=4" in time_cell
+    assert "2.90x [2.50-3.30]" in "".join(cells[5].strip() for cells in rows)
 
 
 def test_times_are_printed_in_sensible_units():

@@ -166,8 +166,10 @@ def test_search_with_simulated_devices(sqlite_url, devices):
     store = tuner.store
     key = store.history.key_states()[0].key_id
     trials = store.trials.recorded(key)
-    # the finalists' re-timings are extra trials on one device, never copied to the study
-    assert len(store.trials.recorded(key, retimed=True)) == len(trials) + 3 * 3 and len(report.finalists) == 3
+    # the finalists' re-timings are extra trials on one device, never copied to the study: the top 3 and the
+    # default config (re-timed beside them: the speed-up is a ratio of paired samples), 3 rounds each
+    assert len(store.trials.recorded(key, retimed=True)) == len(trials) + 4 * 3 and len(report.finalists) == 4
+    assert {"A": 1, "B": 1, "C": "x"} in [f.config for f in report.finalists] and report.speedup_pairs == 3
     assert {t.device for t in trials if t.status is TrialStatus.OK} == set(report.devices)
     assert store.trials.duplicate_measurements() == 0 and store.claims.running(key) == {}
     # the Optuna study in the database: every trial, finished, with real times (no penalty values)

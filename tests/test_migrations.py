@@ -215,7 +215,7 @@ def test_upgrade_from_a_database_written_by_0001(tmp_path):
     store = Store(f"sqlite:///{db}")
     with pytest.raises(SchemaOutOfDateError, match="autotune db upgrade"):
         store.schema.check()
-    assert store.schema.upgrade() == ("0001", "0008")
+    assert store.schema.upgrade() == ("0001", "0009")
     store.schema.check()
     assert schema_diffs(store) == []
     with sqlite3.connect(db) as conn:
@@ -388,7 +388,7 @@ def test_downgrade_to_each_revision_and_upgrade_again_keeps_the_data(db_url):
         assert store.schema.status()[0] == rev
         assert not gone & set(inspect(store.db.engine).get_table_names())
         assert kept_rows(store, columns) == before, rev
-    assert store.schema.upgrade() == ("0001", "0008")
+    assert store.schema.upgrade() == ("0001", "0009")
     assert schema_diffs(store) == [] and kept_rows(store, columns) == before
     with store.db.engine.connect() as conn:  # 0002 backfilled a done claim per evaluated config again
         assert conn.execute(text("SELECT count(*) FROM autotune_claims WHERE status = 'done'")).scalar() == 4
@@ -439,7 +439,7 @@ def test_0008_keeps_one_request_per_version_and_its_downgrade_keeps_the_first(db
         with store.db.engine.connect() as conn:
             ids = [r[0] for r in conn.exec_driver_sql(f"SELECT id FROM {ShapeRequestRow.__tablename__}")]
         assert ids == [first]
-        assert store.schema.upgrade() == ("0007", "0008")
+        assert store.schema.upgrade() == ("0007", "0009")
         assert [r.source_hash for r in store.requests.recorded()] == [""]
         assert not schema_diffs(store)
     finally:

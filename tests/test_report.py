@@ -47,10 +47,15 @@ def test_report_files_agree(reported):
         assert s["best_s"] and s["speedup_default"] > 1.0
         assert s["last_verification"]["status"] == "ok"
         assert s["versions"][-1]["history"]
+        # every number a statistic: the best's samples and interval, the speedup's paired interval
+        assert s["best_samples"] >= 3 and s["best_interval_s"][0] <= s["best_s"] <= s["best_interval_s"][1]
+        low, high = s["speedup_interval"]
+        assert low <= s["speedup_default"] <= high and s["speedup_pairs"] == 10  # the verification's rounds
     md = files["report.md"].read_text()
     assert "## Regressions\n\nNone." in md
     for s in doc["shapes"]:
         assert f"| {s['kernel']} | {s['shape']} |" in md
+        assert f", n={s['best_samples']}" in md
     html = files["report.html"].read_text()
     # plotly.js from the one shared copy beside the reports, nothing fetched from the network
     (src,) = re.findall(r"<script[^>]+src='([^']+)'", html)
@@ -60,6 +65,9 @@ def test_report_files_agree(reported):
     )
     assert len(html) < 500_000  # not 4.8 MB of plotly.js per report
     assert html.count("plotly-graph-div") == 1 + len(doc["shapes"])
+    # error bars on the speedups; positive quantities' axes start at 0; charts named for what they hold
+    assert '"error_y"' in html and '"rangemode":"tozero"' in html and "last search" not in html
+    assert "every search of the current version" in html
     # the HTML has the Markdown's tables, the Markdown the configs
     for title in ("Best configs", "Failures by status"):
         assert (f"## {title}" in md) == (f"<h2>{title}</h2>" in html)

@@ -16,6 +16,7 @@ from autotune.search.base import load_history
 from autotune.settings import SearchSettings
 from autotune.space import Space
 from autotune.store import Store
+from autotune.trial import config_hash
 from autotune.tuning.replay import history_store, replay_one, strategy_seed
 from autotune.tuning.tuner import Tuner
 from tests.test_auto import SPACE, landscape, shifting
@@ -98,7 +99,17 @@ def test_one_figure_per_quantity_the_median_and_the_throughput_at_it(sqlite_url)
     assert report.best.tflops == pytest.approx(1.0 / first.median_s)
     default = next(f for f in report.finalists if f.config == {"A": 1, "B": 1, "C": "x"})
     assert report.default is not None and report.default.time_s == pytest.approx(default.median_s)
-    assert report.speedup == pytest.approx(default.median_s / first.median_s)
+    # "vs default": the geometric mean of the ratios of samples paired round by round, with an interval
+    store = Store(sqlite_url)
+    retimings = [r for r in store.trials.recorded(1, retimed=True) if r.retime_round]
+    by_round: dict[str, dict[str, float]] = {}
+    for r in retimings:
+        by_round.setdefault(r.retime_round, {})[config_hash(r.config)] = r.time_s
+    ratios = [d[config_hash(default.config)] / d[config_hash(first.config)] for d in by_round.values()]
+    assert len(ratios) == report.speedup_pairs == 3
+    assert report.speedup == pytest.approx(math.exp(sum(map(math.log, ratios)) / 3))
+    lo, hi = report.speedup_interval
+    assert lo <= report.speedup <= hi
     assert not report.unreliable and report.best_spread == pytest.approx(first.spread)
 
 

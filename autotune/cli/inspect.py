@@ -16,7 +16,8 @@ from autotune.cli.common import DbOption, ShapesOption, fmt_config, opt_help, ou
 from autotune.errors import NotFoundError, SettingsError
 from autotune.files import check_writable, write_text
 from autotune.plain_table import PlainTable as Table
-from autotune.trial import fmt_time
+from autotune.stats import Ratio
+from autotune.trial import fmt_time, fmt_time_interval
 
 if TYPE_CHECKING:
     from autotune.records import BestRecord, KeyState
@@ -114,15 +115,17 @@ def best(
         raise NotFoundError(f"no tuned config of {kernel!r}{where} in {store.masked_url}")
     if fmt == "table":
         table = Table(title=f"{kernel}: best configs in {store.masked_url}")
-        for col in ("shape", "device", "config", "time", "TFLOP/s", "samples", "spread", "source"):
-            table.add_column(col)
+        cols = ("shape", "device", "config", "time [95 % interval]", "TFLOP/s", "vs default", "samples")
+        for col in (*cols, "spread", "source"):
+            table.add_column(col, overflow="fold")  # a config is never cut: it folds onto more lines
         for r in rows:
             table.add_row(
                 r.shape_key,
                 r.device_name,
                 fmt_config(r.config),
-                fmt_time(r.time_s),
+                fmt_time_interval(r.time_s, r.ci_low_s, r.ci_high_s),
                 f"{r.tflops:.3g}" if r.tflops else "-",
+                Ratio(r.speedup, r.speedup_low, r.speedup_high, r.pairs or 0).text() if r.speedup else "-",
                 str(r.samples or 1),
                 f"±{r.spread * 100:.1f}%" if r.spread is not None else "-",
                 r.source_hash[:8],
@@ -243,7 +246,7 @@ def trials(
         return
     table = Table(title=f"{kernel}: {len(rows)} trial(s) in {store.masked_url}")
     for col in ("shape", "device", "config", "status", "time", "TFLOP/s", "kind", "error"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold" if col == "config" else "ellipsis")
     for k, t in rows:
         table.add_row(
             k.shape_key,

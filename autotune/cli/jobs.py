@@ -51,10 +51,10 @@ def nightly(
         on_event=progress.on_event,
     )
     if job.report is not None and not dry_run:
-        from autotune.jobs.report import write_report
+        from autotune.jobs.report import write_report, written
 
         files = write_report(job.database, job.report, run_id=result.run_id)
-        err.print(f"report: {', '.join(str(f) for f in files)}", highlight=False)
+        err.print(f"report: {written(files)}", highlight=False)
     if json_out is not None:
         write_text(json_out, json.dumps(result.summary(), indent=2, default=str), "--json")
     n_reg, n_conf = len(result.regressions), len(result.confirmed)
@@ -82,7 +82,7 @@ def report(
     ] = None,
 ) -> None:
     """Write the tuning report: HTML with plots, the same as Markdown and JSON."""
-    from autotune.jobs.report import parse_since, write_report
+    from autotune.jobs.report import parse_since, write_report, written
 
     files = write_report(db, out_dir, since=parse_since(since) if since else None)
-    out.print(f"wrote {', '.join(str(f) for f in files)}", highlight=False)
+    out.print(f"wrote {written(files)}", highlight=False)

@@ -24,7 +24,7 @@ from autotune.cli.common import (
 from autotune.errors import DatabaseUnreachableError, SettingsError
 from autotune.files import check_writable, write_text
 from autotune.plain_table import PlainTable as Table
-from autotune.trial import fmt_time
+from autotune.trial import fmt_time, fmt_time_interval
 
 if TYPE_CHECKING:
     from autotune.engine import WorkerInfo
@@ -357,9 +357,10 @@ def stop_note(r: ShapeReport) -> str:
 def print_reports(reports: list[ShapeReport], kernel: str) -> None:
     from rich.text import Text
 
-    table = Table(title=f"{kernel}: best config per shape")
+    table = Table(title=f"{kernel}: best config per shape (time: median [95 % interval], samples)")
     for col in ("shape", "best config", "time", "TFLOP/s", "vs default", "evals", "failures (this run)"):
-        table.add_column(col)
+        # a config is never cut: it folds onto further lines
+        table.add_column(col, overflow="fold")
     for r in reports:
         fails = {k: v for k, v in r.faults.items() if k != "ok"}  # by type: "crashed (illegal address)"
         table.add_row(
@@ -367,7 +368,7 @@ def print_reports(reports: list[ShapeReport], kernel: str) -> None:
             fmt_config(r.best.config) if r.best else Text.from_markup("[red]none ok[/]"),
             Text.from_markup(_fmt_best_time(r)),  # our markup; the names and configs stay plain text
             f"{r.best.tflops:.3g}" if r.best and r.best.tflops else "-",
-            (f"{r.speedup:.2f}x" + (" (unreliable)" if r.unreliable else "")) if r.speedup else "-",
+            _fmt_speedup(r),
             f"{r.evaluations} (+{r.reused} reused" + (f", {r.busy} by others)" if r.busy else ")"),
             ", ".join(f"{k}={v}" for k, v in sorted(fails.items())) or "none",
         )
@@ -381,10 +382,21 @@ def _fmt_best_time(r: ShapeReport) -> str:
     unreliable (above ``AUTOTUNE_UNRELIABLE_SPREAD``)."""
     if r.best is None:
         return "-"
-    text = fmt_time(r.best.time_s)
+    text = fmt_time_interval(r.best.time_s, *(r.best_interval or (None, None)))
+    text += f", n={r.best_samples}" if r.best_samples > 1 else ", 1 sample"
     if r.unreliable:
         text += f" [yellow]unreliable[/] (spread ±{(r.best_spread or 0) * 100:.0f}%)"
     return text
+
+
+def _fmt_speedup(r: ShapeReport) -> str:
+    """default / best: paired rounds give an interval (one across 1 is no speed-up); a ratio of two single
+    samples says it is one."""
+    ratio = r.speedup_ratio
+    if ratio is None:
+        return "-"
+    text = ratio.text() if ratio.pairs else f"{ratio.value:.2f}x (unpaired single samples)"
+    return text + (" (unreliable)" if r.unreliable else "")
 
 
 def _fmt_finalist(f: Finalist) -> str:

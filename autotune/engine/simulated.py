@@ -238,6 +238,48 @@ class SimulatedKernel:
         return cls(meta, facts, env, {land.shape_key: land for land in landscapes})
 
 
+class Noisy:
+    """An ``Answer`` with measurement noise injected: each timed sample of ``answer`` times a seeded
+    log-normal factor (``sigma``: its log's standard deviation), and, with probability ``lucky``, times
+    ``lucky_factor`` instead (the one lucky sample that crowned a wrong best). ``slow``: configs (by hash)
+    whose true time is multiplied (a regression of a stored best). The true times stay ``answer``'s."""
+
+    def __init__(
+        self,
+        answer: Answer,
+        *,
+        sigma: float,
+        seed: int = 0,
+        lucky: float = 0.0,
+        lucky_factor: float = 0.6,
+        slow: Mapping[str, float] | None = None,
+    ):
+        import random
+
+        self.answer, self.sigma, self.lucky, self.lucky_factor = answer, sigma, lucky, lucky_factor
+        self.slow = dict(slow or {})
+        self.rng = random.Random(seed)
+
+    def true_s(self, config: Mapping[str, Any], shape: Mapping[str, int]) -> float | None:
+        res = self.answer(dict(config), dict(shape))
+        if res.time_s is None:
+            return None
+        return res.time_s * self.slow.get(config_hash(config), 1.0)
+
+    def __call__(self, config: dict[str, Any], shape: dict[str, int]) -> TrialResult:
+        res = self.answer(config, shape)
+        true = self.true_s(config, shape)
+        if true is None or res.status is not TrialStatus.OK:
+            return res
+        factor = (
+            self.lucky_factor if self.rng.random() < self.lucky else self.rng.lognormvariate(0, self.sigma)
+        )
+        t = true * factor
+        return replace(
+            res, time_s=t, tflops=res.tflops * res.time_s / t if res.tflops and res.time_s else None
+        )
+
+
 # ------------------------------------------------------------------------------------------- evaluators
 
 

@@ -39,7 +39,7 @@ from autotune.engine.messages import (
     Warm,
     WorkerInfo,
 )
-from autotune.errors import AutotuneError, KernelFileError
+from autotune.errors import AutotuneError, KernelFileError, KernelHookError
 from autotune.procs import EXEC_FAILED, EXEC_TRIES, ExecFailed, shielded, start_shielded, started_again
 from autotune.trial import TrialResult, TrialStatus
 
@@ -243,7 +243,7 @@ class _Evaluation:
             result = replace(result, **clocks.fields())
         stats = bench.kernels.values()
         time_s = bench.per_call_s
-        shape = dict(job.shape)
+        throughput = self._throughput(dict(job.shape), time_s)
         return replace(
             result,
             measured=bench.measured,
@@ -254,9 +254,29 @@ class _Evaluation:
             launches=sum(k.launches_per_call for k in stats),
             calls=bench.num_tests,
             kernels={n: list(k.matched) for n, k in bench.kernels.items()},
-            tflops=self.loaded.kernel.flops(shape) / time_s / 1e12 if time_s > 0 else None,
-            gbps=self.loaded.bytes_moved(shape) / time_s / 1e9 if time_s > 0 else None,
+            **throughput,
         )
+
+    def _throughput(self, shape: dict[str, int], time_s: float) -> dict[str, Any]:
+        """TFLOP/s and GB/s at ``time_s`` where the kernel file defines ``flops`` / ``bytes_moved``. A hook
+        that raises is the kernel file's bug, not the config's: the measurement stands, the figure is
+        left out and the trial's ``error`` says why (never a worker crash)."""
+        out: dict[str, Any] = {"tflops": None, "gbps": None}
+        notes = []
+        for field_, hook, scale in (
+            ("tflops", self.loaded.flops, 1e12),
+            ("gbps", self.loaded.bytes_moved, 1e9),
+        ):
+            try:
+                amount = hook(shape)
+            except KernelHookError as e:
+                notes.append(str(e))
+                continue
+            if amount is not None and time_s > 0:
+                out[field_] = amount / time_s / scale
+        if notes:
+            out["error"] = "; ".join(notes)[:1000]
+        return out
 
 
 def _metrics(out: Any, ref: Any) -> dict[str, float] | None:

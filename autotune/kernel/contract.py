@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
 import sys
 import traceback
@@ -17,18 +18,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from autotune.errors import KernelFileError
+from autotune.errors import KernelFileError, KernelHookError
 from autotune.shapes import Shape, check_shape
 
 #: attributes every kernel object must have (data) and methods it must implement
 REQUIRED_ATTRIBUTES = ("name", "kernel_names", "space", "default_config", "default_shapes", "shape_params")
-REQUIRED_METHODS = ("make_inputs", "compile", "reference", "flops")
+REQUIRED_METHODS = ("make_inputs", "compile", "reference")
+#: optional methods whose figure is shown only where defined (many non-GEMM kernels have no FLOP count)
+OPTIONAL_HOOKS = ("flops", "bytes_moved")
 #: default elementwise bound of ``compare_outputs``, in units of the output dtype's machine epsilon at
 #: max(|ref|, rms(ref)). Not 1-2: an output is rounded once, but the sum behind it is accumulated in
 #: another order, or (Hopper FP8 wgmma, cuBLASLt's fast accumulation) with ~14-bit accumulators, whose
 #: error does not shrink with the value: on 4096x7168x16384, correct split-K configs had one element in
 #: 29M that was 0.031 RMS (4 bf16 ulps of the RMS) away from cuBLASLt.
 CHECK_ULPS = 8.0
+#: what each optional hook's number is shown as
+_HOOK_FIGURE = {"flops": "TFLOP/s", "bytes_moved": "GB/s"}
 
 
 @runtime_checkable
@@ -47,7 +52,10 @@ class TunableKernel(Protocol):
       ``check_ulps`` / ``check_max_diff``: its bound in units of the output dtype's precision and its
       global similarity bound (see ``compare_outputs``).
 
-    Optional hook: ``features(config, shape, facts) -> dict[str, float]``, analytic features of a config
+    Optional hooks: ``flops(shape)`` and ``bytes_moved(shape)`` (TFLOP/s and GB/s are shown only where
+    defined: a hook that is missing, raises ``NotImplementedError`` or returns 0 defines none; one that
+    raises anything else is a ``KernelHookError``, reported with the measurement, which stands);
+    ``features(config, shape, facts) -> dict[str, float]``, analytic features of a config
     on a shape (tiles, waves over the SMs, shared memory...) that the ``auto`` strategy's model learns
     from besides the raw parameters. Called in a worker process, never on the orchestrator.
     """
@@ -73,12 +81,6 @@ class TunableKernel(Protocol):
 
     def reference(self, inputs: Any) -> Any:
         """The correct output for ``inputs``."""
-
-    def flops(self, shape: Shape) -> float:
-        """Floating-point operations of one call (for TFLOP/s)."""
-
-    def bytes_moved(self, shape: Shape) -> float:
-        """Bytes read and written by one call (for GB/s)."""
 
     def timed_kernels(self, config: Mapping[str, Any]) -> tuple[str, ...]:
         """Kernel names launched by ``config`` (a split-K config may launch a reduction too).
@@ -121,11 +123,13 @@ class Kernel:
     def reference(self, inputs: Any) -> Any:  # pragma: no cover
         raise NotImplementedError
 
-    def flops(self, shape: Shape) -> float:  # pragma: no cover
+    def flops(self, shape: Shape) -> float:
+        """Floating-point operations of one call (for TFLOP/s); optional: not defined by default."""
         raise NotImplementedError
 
     def bytes_moved(self, shape: Shape) -> float:
-        return 0.0
+        """Bytes read and written by one call (for GB/s); optional: not defined by default."""
+        raise NotImplementedError
 
     def timed_kernels(self, config: Mapping[str, Any]) -> tuple[str, ...]:
         return tuple(self.kernel_names)
@@ -277,9 +281,28 @@ class LoadedKernel:
             max_diff=getattr(k, "check_max_diff", None),
         )
 
-    def bytes_moved(self, shape: Shape) -> float:
-        fn = getattr(self.kernel, "bytes_moved", None)
-        return float(fn(shape)) if callable(fn) else 0.0
+    def flops(self, shape: Shape) -> float | None:
+        """The kernel file's ``flops(shape)``, or None where it defines none (``OPTIONAL_HOOKS``)."""
+        return self._hook("flops", shape)
+
+    def bytes_moved(self, shape: Shape) -> float | None:
+        """The kernel file's ``bytes_moved(shape)``, or None where it defines none."""
+        return self._hook("bytes_moved", shape)
+
+    def _hook(self, name: str, shape: Shape) -> float | None:
+        fn = getattr(self.kernel, name, None)
+        if not callable(fn):
+            return None
+        try:
+            value = float(fn(dict(shape)))
+        except NotImplementedError:
+            return None
+        except Exception as e:
+            raise KernelHookError(
+                f"{self.path.name}: {name}({dict(shape)}) raised {type(e).__name__}: {str(e)[:200]}"
+                f" (optional: return a number, or leave it out and no {_HOOK_FIGURE[name]} is shown)"
+            ) from None
+        return value if value > 0 and math.isfinite(value) else None
 
     def meta(self) -> dict[str, Any]:
         """What the orchestrator needs to know about the kernel, as plain data (sent by the worker)."""

@@ -131,7 +131,7 @@ class TritonKernel(Kernel):
         grid: Sequence[int] | Callable[[dict[str, Any]], Sequence[int]],
         reference: Callable[[Any], Any],
         shapes: Sequence[Mapping[str, int]],
-        flops: Callable[[Shape], float],
+        flops: Callable[[Shape], float] | None = None,
         configs: Sequence[Any] | None = None,
         space: str | Mapping[str, Any] | None = None,
         default_config: Mapping[str, Any] | Any = None,
@@ -230,6 +230,8 @@ class TritonKernel(Kernel):
         return self._reference(inputs)
 
     def flops(self, shape: Shape) -> float:
+        if self._flops is None:
+            raise NotImplementedError  # optional: no TFLOP/s shown
         return float(self._flops(shape))
 
     def bytes_moved(self, shape: Shape) -> float:

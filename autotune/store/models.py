@@ -170,6 +170,8 @@ class TrialRow(Base):
     retakes: Mapped[int | None] = mapped_column(Integer)
     #: the timed calls behind time_s (TrialResult.calls; fewer than --num-tests where raced)
     calls: Mapped[int | None] = mapped_column(Integer)
+    #: a re-timing's interleaved round (TrialResult.retime_round): the samples a speedup pairs
+    retime_round: Mapped[str | None] = mapped_column(String(64))
 
 
 class BestConfigRow(Base):
@@ -202,6 +204,14 @@ class BestConfigRow(Base):
     samples: Mapped[int | None] = mapped_column(Integer)
     #: (max - min) / median of those measurements (None for one)
     spread: Mapped[float | None] = mapped_column(Double)
+    #: a 95 % bootstrap interval of the median (``autotune.stats.median_interval``)
+    ci_low_s: Mapped[float | None] = mapped_column(Double)
+    ci_high_s: Mapped[float | None] = mapped_column(Double)
+    #: default / best over paired interleaved rounds, its 95 % interval, the pairs (``stats.paired_ratio``)
+    speedup: Mapped[float | None] = mapped_column(Double)
+    speedup_low: Mapped[float | None] = mapped_column(Double)
+    speedup_high: Mapped[float | None] = mapped_column(Double)
+    pairs: Mapped[int | None] = mapped_column(Integer)
 
 
 class ClaimRow(Base):

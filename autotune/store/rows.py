@@ -20,6 +20,8 @@ _TRIAL_FIELDS = tuple(f.name for f in fields(TrialResult))
 _BEST_FIELDS = tuple(f.name for f in fields(BestRecord))
 #: BestRecord fields that the row keeps in another form
 _BEST_DERIVED = {"dtypes", "updated_at"}
+#: the best's interval and speedup fields (``autotune.stats``): None unless given
+_BEST_STATS = ("ci_low_s", "ci_high_s", "speedup", "speedup_low", "speedup_high", "pairs")
 _KEY_STATE_FIELDS = tuple(f.name for f in fields(KeyState))
 #: KeyState fields that are counted over the key's trials and claims, not read from its rows
 _KEY_STATE_COUNTED = {"counts", "measured", "running"}
@@ -118,6 +120,7 @@ def best_of(
     samples: int,
     spread: float | None,
     updated_at: datetime,
+    **stats: Any,
 ) -> BestRecord:
     """The best record of a key whose fastest config is ``trial``'s, at median ``time_s`` over ``samples``
     measurements: the key's facts, plus what the trial and the median give."""
@@ -130,6 +133,8 @@ def best_of(
         "samples": samples,
         "spread": spread,
         "updated_at": updated_at,
+        **{name: None for name in _BEST_STATS},
+        **stats,
     }
     values = {name: measured[name] if name in measured else facts[name] for name in _BEST_FIELDS}
     return BestRecord(**values)

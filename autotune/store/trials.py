@@ -4,6 +4,7 @@ back, and keeping each key's best row."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from autotune.errors import StoreError
 from autotune.records import BestRecord
+from autotune.stats import MIN_BEST_SAMPLES, Ratio, median_interval, paired_ratio
 from autotune.store.claims import Claims
 from autotune.store.database import Database
 from autotune.store.models import (
@@ -40,28 +42,74 @@ def trial_row_copy(row: TrialRow) -> TrialRow:
     return TrialRow(**cols)
 
 
-def _fastest_config(rows: list[Any]) -> tuple[int, float, int, float | None] | None:
-    """(trial id, median time, samples, spread) of the config with the lowest median over its ok+measured
-    trials (id, config_hash, time_s, kind): one sample for most, several for a re-timed finalist, whose
-    median then replaces its first (noisier) measurement. The trial named is the config's search trial.
+@dataclass(frozen=True)
+class _Chosen:
+    """The config a key's best row points at: its search trial, its samples' median, count and spread."""
 
-    Once finalists were re-timed, a config measured once competes only if its one sample beats a finalist's
-    search sample (it was measured after the finalists were chosen): one that ranked below every finalist
-    when they were chosen cannot win on its single, luckier-than-the-median sample."""
+    trial_id: int
+    config_hash: str
+    median: float
+    samples: int
+    spread: float | None
+    times: tuple[float, ...]
+
+
+def _fastest_config(rows: list[Any], min_samples: int = MIN_BEST_SAMPLES) -> _Chosen | None:
+    """The config with the lowest median over its ok+measured trials (id, config_hash, time_s, kind, ...)
+    among those with at least ``min_samples`` measurements (its search sample and its interleaved
+    re-timings): a config measured once, however lucky that sample, is never the best while a re-timed one
+    exists (the search re-times any would-be best with the current best first: ``tuning.finalists``).
+    Only where no config was re-timed that often (re-timing turned off, cut by the deadline, or under way
+    in another process) does the old rule hold: after re-timings, a config measured once competes only if
+    its one sample beats a finalist's search sample. The trial named is the config's search trial."""
     by_config: dict[str, list[Any]] = {}
     for row in rows:
         by_config.setdefault(row.config_hash, []).append(row)
-    retimed = [g for g in by_config.values() if any(r.kind == KIND_RETIME for r in g)]
-    cutoff = max((r.time_s for g in retimed for r in g if r.kind == KIND_SEARCH), default=math.inf)
-    best: tuple[float, int, int, float | None] | None = None
-    for group in by_config.values():
-        if len(group) == 1 and group[0].time_s >= cutoff:
-            continue
-        median, spread = median_spread([r.time_s for r in group])
+    groups = [g for g in by_config.values() if len(g) >= min_samples]
+    if not groups:
+        retimed = [g for g in by_config.values() if any(r.kind == KIND_RETIME for r in g)]
+        cutoff = max((r.time_s for g in retimed for r in g if r.kind == KIND_SEARCH), default=math.inf)
+        groups = [g for g in by_config.values() if len(g) > 1 or g[0].time_s < cutoff]
+    best: _Chosen | None = None
+    for group in groups:
+        times = tuple(r.time_s for r in group)
+        median, spread = median_spread(times)
         first = min((r.id for r in group if r.kind == KIND_SEARCH), default=min(r.id for r in group))
-        if best is None or (median, first) < best[:2]:
-            best = (median, first, len(group), spread)
-    return None if best is None else (best[1], best[0], best[2], best[3])
+        if best is None or (median, first) < (best.median, best.trial_id):
+            best = _Chosen(first, group[0].config_hash, median, len(group), spread, times)
+    return best
+
+
+def _speedup(rows: list[Any], best_hash: str, default_hash: str | None) -> Ratio | None:
+    """default / best over the re-timing rounds both were measured in (paired samples)."""
+    if default_hash is None or default_hash == best_hash:
+        return None
+    by_round: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if r.retime_round and r.config_hash in (best_hash, default_hash):
+            by_round.setdefault(r.retime_round, {})[r.config_hash] = r.time_s
+    pairs = [(d[default_hash], d[best_hash]) for d in by_round.values() if len(d) == 2]
+    return paired_ratio([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None
+
+
+def _best_stats(
+    rows: list[Any], chosen: _Chosen, default_hash: str | None, best: BestConfigRow | None
+) -> dict[str, Any]:
+    """The best row's interval and speed-up columns. Without the default's hash (a caller that does not
+    know it) an unchanged best keeps the speed-up it had."""
+    ratio = _speedup(rows, chosen.config_hash, default_hash)
+    kept = ratio is None and default_hash is None and best is not None and best.trial_id == chosen.trial_id
+    if kept and best is not None and best.speedup is not None:
+        ratio = Ratio(best.speedup, best.speedup_low, best.speedup_high, best.pairs or 0)
+    ci = median_interval(chosen.times)
+    return {
+        "ci_low_s": ci[0] if ci else None,
+        "ci_high_s": ci[1] if ci else None,
+        "speedup": ratio.value if ratio else None,
+        "speedup_low": ratio.low if ratio else None,
+        "speedup_high": ratio.high if ratio else None,
+        "pairs": ratio.pairs if ratio else None,
+    }
 
 
 class Trials:
@@ -249,11 +297,13 @@ class Trials:
 
     # ---------------------------------------------------------------- best configs
 
-    def refresh_best(self, key_id: int) -> BestRecord | None:
-        """Point the key's best_configs row at its fastest ok+measured trial (or drop it if none)."""
-        return self.db.retrying(lambda: self._refresh_best(key_id))
+    def refresh_best(self, key_id: int, default_hash: str | None = None) -> BestRecord | None:
+        """Point the key's best_configs row at its fastest config by median over repeated samples (or drop
+        it if none ran ok), with the median's interval and, given the default config's hash, the speedup
+        over the default from their paired re-timing rounds."""
+        return self.db.retrying(lambda: self._refresh_best(key_id, default_hash))
 
-    def _refresh_best(self, key_id: int) -> BestRecord | None:
+    def _refresh_best(self, key_id: int, default_hash: str | None) -> BestRecord | None:
         with self.db.session(write=True) as s:
             # Two processes refreshing one key serialize, so the later one sees every trial. Postgres: a
             # transaction-scoped advisory lock per key, not a row lock on the key, which every trial and
@@ -263,31 +313,35 @@ class Trials:
             key = s.get(TuningKeyRow, key_id)
             if key is None:
                 raise StoreError(f"database {self.db.masked_url}: no tuning key {key_id}")
-            chosen = _fastest_config(
-                s.execute(
-                    select(TrialRow.id, TrialRow.config_hash, TrialRow.time_s, TrialRow.kind).where(
-                        TrialRow.key_id == key_id,
-                        TrialRow.status == TrialStatus.OK.value,
-                        TrialRow.measured.is_(True),
-                        TrialRow.time_s.is_not(None),
-                    )
-                ).all()
-            )
+            rows = s.execute(
+                select(
+                    TrialRow.id, TrialRow.config_hash, TrialRow.time_s, TrialRow.kind, TrialRow.retime_round
+                ).where(
+                    TrialRow.key_id == key_id,
+                    TrialRow.status == TrialStatus.OK.value,
+                    TrialRow.measured.is_(True),
+                    TrialRow.time_s.is_not(None),
+                )
+            ).all()
+            chosen = _fastest_config(rows)
             best = s.scalars(select(BestConfigRow).where(BestConfigRow.key_id == key_id)).first()
             if chosen is None:
                 if best is not None:
                     s.delete(best)
                 return None
-            trial_id, median, samples, spread = chosen
-            if best is not None and (best.trial_id, best.time_s, best.samples or 1) == chosen[:3]:
+            stats = _best_stats(rows, chosen, default_hash, best)
+            same = (best.trial_id, best.time_s, best.samples or 1) if best is not None else None
+            unchanged = same == (chosen.trial_id, chosen.median, chosen.samples)
+            if best is not None and unchanged and all(getattr(best, k) == v for k, v in stats.items()):
                 return best_record(best)  # unchanged: the row keeps its updated_at
             record = best_of(
                 _facts(s, key),
-                s.get_one(TrialRow, trial_id),
-                time_s=median,
-                samples=samples,
-                spread=spread,
+                s.get_one(TrialRow, chosen.trial_id),
+                time_s=chosen.median,
+                samples=chosen.samples,
+                spread=chosen.spread,
                 updated_at=utcnow(),
+                **stats,
             )
             if best is None:
                 best = BestConfigRow()

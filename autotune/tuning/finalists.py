@@ -8,6 +8,7 @@ the median and spread of each config's measurements (``Store.refresh_best``)."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -46,13 +47,17 @@ def retime(
 ) -> list[Finalist]:
     """Measure ``top`` (timed results) ``rounds`` more times on ``timer``, interleaved, storing each round's
     timed re-measurements through ``record``; the finalists, fastest median first. ``deadline``
-    (``time.monotonic()``) holds between rounds: the rounds done so far count."""
+    (``time.monotonic()``) holds between rounds: the rounds done so far count. Each round's samples carry
+    one ``retime_round`` tag, so any two finalists' samples pair up round by round (the default's among
+    them: a speedup is a ratio of paired samples, ``autotune.stats.paired_ratio``)."""
     samples: dict[str, list[float]] = {config_hash(r.config): [r.time_s or 0.0] for r in top}
+    run = uuid.uuid4().hex[:12]
     for rnd in range(rounds):
         if time.monotonic() >= deadline:
             break
         order = [*top[rnd % len(top) :], *top[: rnd % len(top)]]
-        results = [_measure(timer, r.config, shape, device) for r in order]
+        tag = f"{run}:{rnd}"
+        results = [_measure(timer, r.config, shape, device, tag) for r in order]
         for r, (res, _, _) in zip(order, results, strict=True):
             if res.timed:
                 samples[config_hash(r.config)].append(res.time_s or 0.0)
@@ -66,9 +71,9 @@ def retime(
 
 
 def _measure(
-    timer: Evaluator, config: dict[str, Any], shape: dict[str, int], device: str
+    timer: Evaluator, config: dict[str, Any], shape: dict[str, int], device: str, tag: str
 ) -> tuple[TrialResult, datetime, datetime]:
     started = datetime.now(timezone.utc)
     res = timer.evaluate(dict(config), dict(shape))
-    res = replace(res, kind=KIND_RETIME, device=res.device or device)
+    res = replace(res, kind=KIND_RETIME, device=res.device or device, retime_round=tag)
     return res, started, datetime.now(timezone.utc)

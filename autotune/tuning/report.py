@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
 from autotune.shapes import Shape, format_shape
+from autotune.stats import Ratio
 from autotune.trial import TrialResult
 from autotune.tuning.finalists import Finalist
 
@@ -68,6 +69,13 @@ class ShapeReport:
     #: over them when re-timed, else the one measurement's own (p90 - p10) / median of its launches
     best_samples: int = 0
     best_spread: float | None = None
+    #: a 95 % interval of the best's median time (``autotune.stats.median_interval``; None for one sample)
+    best_interval: tuple[float, float] | None = None
+    #: default / best over their paired interleaved re-timing rounds (``autotune.stats.paired_ratio``): its
+    #: value, 95 % interval and pairs; without pairs ``speedup`` falls back to the two stored times
+    paired_speedup: float | None = None
+    speedup_interval: tuple[float, float] | None = None
+    speedup_pairs: int = 0
     #: the best's spread is above ``AUTOTUNE_UNRELIABLE_SPREAD``: its time (and speed-up) may be noise
     unreliable: bool = False
     #: why the search stopped (``search.stopping``: converged, ceiling, wall, trials, timeout, exhausted),
@@ -91,9 +99,19 @@ class ShapeReport:
 
     @property
     def speedup(self) -> float | None:
+        if self.paired_speedup is not None:
+            return self.paired_speedup
         if self.best and self.default and self.default.time_s and self.best.time_s:
             return self.default.time_s / self.best.time_s
         return None
+
+    @property
+    def speedup_ratio(self) -> Ratio | None:
+        """The speed-up as a ``Ratio`` (its interval, if paired): what the tables print."""
+        if self.speedup is None:
+            return None
+        lo, hi = self.speedup_interval or (None, None)
+        return Ratio(self.speedup, lo, hi, self.speedup_pairs)
 
 
 #: the names ``search --json`` has always used for these ShapeReport fields
@@ -116,6 +134,8 @@ def report_dict(r: ShapeReport) -> dict[str, Any]:
         else:
             d[_REPORT_NAMES.get(f.name, f.name)] = value
     d["speedup"] = r.speedup
+    ratio = r.speedup_ratio
+    d["speedup_significant"] = ratio.significant if ratio is not None else None
     d["finalists_within_noise"] = r.within_noise
     d["history"] = history
     return d
@@ -152,6 +172,7 @@ def report_from_dict(d: Mapping[str, Any]) -> ShapeReport:
         values[name] = Counter(values.get(name) or {})
     values["finalists"] = [Finalist(**f) for f in values.get("finalists") or ()]
     values["devices"] = tuple(values.get("devices") or ())
-    if values.get("device_gap_s") is not None:
-        values["device_gap_s"] = tuple(values["device_gap_s"])
+    for name in ("device_gap_s", "best_interval", "speedup_interval"):
+        if values.get(name) is not None:
+            values[name] = tuple(values[name])
     return ShapeReport(**values)

@@ -605,24 +605,53 @@ class ShapeSearch:
     # -- the end
 
     def retime(self) -> None:
-        """The top ``--retime-top`` configs of the key measured again before the best is declared
-        (``tuning.finalists``)."""
+        """The top ``--retime-top`` configs of the key, any would-be best (a first sample faster than the
+        stored best's median), the stored best and the default config measured again, interleaved, before
+        a best is declared (``tuning.finalists``): a best needs repeated samples, a speed-up paired ones."""
         k, rounds = self.s.retime_top, self.s.retime_rounds
         self.pipeline.set_race(None)  # finalists take every call
-        if k < 1 or rounds < 1 or not self.finished or time.monotonic() >= self.deadline:
-            return  # nothing measured here (a rerun that only reused results), or the time is up
-        ranked = sorted((r for r in self.known.values() if r.timed), key=lambda r: r.time_s or math.inf)
-        if not ranked:
+        if k < 1 or rounds < 1 or time.monotonic() >= self.deadline:
             return
+        top = self._finalists(k)
+        if not top:
+            return  # nothing measured here, and nothing stored awaits re-timing
         self.report.finalists = retime(
             self.pipeline.timers[0],
             self.shape,
-            ranked[:k],
+            top,
             rounds=rounds,
             deadline=self.deadline,
             device=self.report.devices[0],
             record=partial(self.store.trials.record_many, self.key.id),
         )
+
+    def _finalists(self, k: int) -> list[TrialResult]:
+        """What ``retime`` measures: the k fastest first samples, the would-be bests (each config whose
+        one sample beats the stored best's median), the stored best and the default; none when this run
+        measured nothing and no would-be best waits (a rerun that only reused results)."""
+        ranked = sorted((r for r in self.known.values() if r.timed), key=lambda r: r.time_s or math.inf)
+        rows = self.store.trials.best(self.meta.name, self.shape_key)
+        stored = next((b for b in rows if b.key_id == self.key.id), None)
+        retimed = {h for h, n in self._sample_counts().items() if n > 1}
+        bar = stored.time_s if stored is not None else -math.inf  # a first run: the top k decide
+        waiting = [r for r in ranked if config_hash(r.config) not in retimed and (r.time_s or math.inf) < bar]
+        if not self.finished and not waiting:
+            return []
+        top = {config_hash(r.config): r for r in [*ranked[:k], *waiting]}
+        extra = [stored.config] if stored is not None else []
+        extra += [self.default] if self.default is not None else []
+        for config in extra:
+            h = config_hash(config)
+            if h not in top and (res := self.known.get(h)) is not None and res.timed:
+                top[h] = res
+        return list(top.values())
+
+    def _sample_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.store.trials.recorded(self.key.id, retimed=True):
+            if r.timed:
+                counts[config_hash(r.config)] = counts.get(config_hash(r.config), 0) + 1
+        return counts
 
     def _stop_reason(self) -> str:
         if self.stopper is not None and self.stopper.reason:
@@ -642,12 +671,14 @@ class ShapeSearch:
         if self.stopper is not None:
             r.stop_bound, r.stop_noise = self.stopper.bound, self.stopper.noise
         trials = self.store.trials
-        best = trials.refresh_best(self.key.id)
+        best = trials.refresh_best(self.key.id, config_hash(self.default) if self.default else None)
         found = trials.find(self.key.id, config_hash(best.config)) if best is not None else None
         if found is not None and best is not None:
             r.best_samples = best.samples or 1
             r.best_spread = best.spread if r.best_samples > 1 else found.spread
             r.unreliable = (r.best_spread or 0.0) > self.s.unreliable_spread
+            if best.ci_low_s is not None and best.ci_high_s is not None:
+                r.best_interval = (best.ci_low_s, best.ci_high_s)
             if r.best_samples > 1:
                 found = at_time(found, best.time_s)  # the re-timed median: one figure per quantity
         r.best = found
@@ -655,6 +686,10 @@ class ShapeSearch:
         retimed = {config_hash(f.config): f for f in r.finalists if f.samples > 1}
         if r.default is not None and (f := retimed.get(config_hash(r.default.config))) is not None:
             r.default = at_time(r.default, f.median_s)  # a re-timed default: its median, as the best's
+        if best is not None and best.speedup is not None:
+            r.paired_speedup, r.speedup_pairs = best.speedup, best.pairs or 0
+            if best.speedup_low is not None and best.speedup_high is not None:
+                r.speedup_interval = (best.speedup_low, best.speedup_high)
         r.total_statuses = trials.counts(self.key.id)
         if self.finished:
             r.loop_s_per_trial = self.loop_s / self.finished

@@ -3,9 +3,11 @@ larger than a threshold (asv's factor) AND significant under a rank test over th
 U), and it is *confirmed* only when the previous verification of the same config said so too (PyTorch HUD:
 two consecutive violations). Pure functions: no store, no devices.
 
-The baseline is the samples of the first verification of the config that was not a regression (measured
-the same way, so a lucky stored trial does not haunt every later night); before there is one, the stored
-trial's single time, with a one-sample signed-rank test of the repeats against it."""
+The baseline is always a distribution, never one stored sample (a lucky or unlucky one made every later
+night a regression): the samples of the first verification of the config that was not a regression
+(measured the same way), else the best's and the default's paired re-timing rounds at tuning time; a best
+stored without them gets its baseline measured by its first verification (``verify.BASELINE_NOTE``).
+``judge`` still accepts one number (a one-sample signed-rank test) for callers that have nothing else."""
 
 from __future__ import annotations
 

@@ -2,8 +2,12 @@
 timing as a search), interleaved round by round with the kernel's default config as the in-run reference,
 judge each with ``regression.judge`` and store every verification as a new row.
 
-The verdict compares like with like: with a reference, the per-round ratio best/reference against that
-ratio at tuning time (a machine that is slower tonight, or runs at a lower clock, slows both); rounds with
+The verdict compares like with like: with a reference, the per-round ratio best/reference (paired: both
+measured side by side in each round) against the same ratios of a baseline, a distribution (``baseline``:
+an earlier verification's rounds, else the finalists' paired re-timing rounds at tuning time, else none,
+and this run's rounds become the baseline: ``inconclusive``, ``BASELINE_NOTE``); a machine that is slower
+tonight, or runs at a lower clock, slows both. A regression needs the effect above the threshold AND a
+significant rank test, and ``confirmed`` a second run in a row (``regression.judge``); rounds with
 a measurement that stayed throttled (``TrialResult.throttled``) are left out; samples whose clocks lie in
 different bands give ``inconclusive``, never a regression, and so does a verification that ends with fewer
 than 3 usable rounds (it is stored: the time was spent, and the report says why).
@@ -17,8 +21,9 @@ from __future__ import annotations
 import socket
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from autotune.engine import Candidate
@@ -44,33 +49,69 @@ class Skipped:
     reason: str
 
 
-def _baseline_ratios(
-    store: Any, item: VerifyPlan
-) -> tuple[list[float] | None, list[float] | float, str | None]:
-    """(baseline ratios from the first earlier verification with a reference that was not a regression,
-    the absolute baseline: samples or the stored time, the status of the config's last verification)."""
+#: the note of a verification that measured the baseline later runs are judged against (its status is
+#: ``inconclusive``: it judged nothing); a best stored without paired tuning-time samples gets one first
+BASELINE_NOTE = "baseline measured"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What tonight's rounds are judged against: per-round ratios best/reference, and the best's absolute
+    samples (each None where fewer than 3 exist), and the status of the config's last verification."""
+
+    ratios: list[float] | None
+    samples: list[float] | None
+    previous: str | None
+    #: the median ratio best/default at tuning time (shown in the report), from paired re-timings
+    tuned: float | None = None
+
+
+def _is_baseline(v: Any) -> bool:
+    """A verification whose rounds may serve as a baseline: not a regression, not failed, measured."""
+    ok = v.status in (regression.OK, regression.IMPROVED)
+    return ok or (v.status == regression.INCONCLUSIVE and (v.error or "").startswith(BASELINE_NOTE))
+
+
+def baseline(store: Any, item: VerifyPlan, default_config: dict[str, Any] | None) -> Baseline:
+    """The distribution tonight is compared with: the first earlier verification that was not a regression
+    (measured the same way, 10 rounds), else the best's and the default's interleaved samples at tuning
+    time (the finalists' paired re-timing rounds); never one stored sample (a lucky one made every later
+    night a regression)."""
     history = store.verifications.recorded(item.key_id, config_hash=config_hash(item.config))
     previous = history[-1].status if history else None
     ratios: list[float] | None = None
-    absolute: list[float] | float = item.stored_s
+    samples: list[float] | None = None
     for v in history:
-        if v.status not in (regression.OK, regression.IMPROVED):
+        if not _is_baseline(v):
             continue
         if ratios is None and v.ratios and len(v.ratios) >= 3:
             ratios = [float(x) for x in v.ratios]
-        if isinstance(absolute, float) and len(v.samples_s) >= 3:
-            absolute = [float(x) for x in v.samples_s]
-    return ratios, absolute, previous
+        if samples is None and len(v.samples_s) >= 3:
+            samples = [float(x) for x in v.samples_s]
+    tuned_ratios, tuned_samples = tuned_distribution(store, item, default_config)
+    tuned = statistics.median(tuned_ratios) if tuned_ratios else None
+    return Baseline(ratios or tuned_ratios, samples or tuned_samples, previous, tuned)
 
 
-def tuned_ratio(store: Any, item: VerifyPlan, default_config: dict[str, Any] | None) -> float | None:
-    """best / default at tuning time: the stored best's time over the default config's stored trial."""
-    if default_config is None:
-        return None
-    default = store.trials.find(item.key_id, config_hash(default_config))
-    if default is None or not default.timed or not default.time_s or not item.stored_s:
-        return None
-    return item.stored_s / default.time_s
+def tuned_distribution(
+    store: Any, item: VerifyPlan, default_config: dict[str, Any] | None
+) -> tuple[list[float] | None, list[float] | None]:
+    """(ratios best/default over the re-timing rounds that measured both, the best's samples) at tuning
+    time, each None below 3."""
+    best_h = config_hash(item.config)
+    default_h = config_hash(default_config) if default_config is not None else None
+    rounds: dict[str, dict[str, float]] = {}
+    samples: list[float] = []
+    for r in store.trials.recorded(item.key_id, retimed=True):
+        if not r.timed or not r.time_s:
+            continue
+        h = config_hash(r.config)
+        if h == best_h:
+            samples.append(float(r.time_s))
+        if r.retime_round and h in (best_h, default_h):
+            rounds.setdefault(r.retime_round, {})[h] = float(r.time_s)
+    ratios = [d[best_h] / d[default_h] for d in rounds.values() if default_h in d and best_h in d]
+    return (ratios if len(ratios) >= 3 else None), (samples if len(samples) >= 3 else None)
 
 
 def verify_one(
@@ -149,8 +190,7 @@ def _verify(
         hostname=socket.gethostname(),
     )
     stored = store.trials.find(item.key_id, best_h)
-    tuned = tuned_ratio(store, item, default_config) if with_ref else None
-    _judge(v, m, with_ref, tuned, stored, *_baseline_ratios(store, item), spec)
+    _judge(v, m, with_ref, stored, baseline(store, item, default_config if with_ref else None), spec)
     v.id = store.verifications.record(v)
     return v
 
@@ -243,21 +283,17 @@ def _judge(
     v: Any,
     m: _Measured,
     with_ref: bool,
-    tuned: float | None,
     stored: TrialResult | None,
-    base_ratios: list[float] | None,
-    absolute: list[float] | float,
-    previous: str | None,
+    base: Baseline,
     spec: VerifySpec,
 ) -> None:
     """Fill ``v``'s verdict (see the module docstring)."""
     k = _kept(m, with_ref)
     v.samples_s, v.reference_s = k.samples, (k.refs or None)
-    v.ratios, v.tuned_ratio, v.throttled = (k.ratios or None), tuned, k.throttled
-    lo, hi = regression.clock_range(k.results)
-    v.clock_min_mhz, v.clock_max_mhz = lo, hi
+    v.ratios, v.tuned_ratio, v.throttled = (k.ratios or None), base.tuned, k.throttled
+    v.clock_min_mhz, v.clock_max_mhz = regression.clock_range(k.results)
     v.median_s = statistics.median(k.samples) if k.samples else None
-    v.baseline_s = absolute if isinstance(absolute, float) else statistics.median(absolute)
+    v.baseline_s = statistics.median(base.samples) if base.samples else None
     notes = list(m.errors)
     if k.throttled:
         notes.append(f"{k.throttled} throttled measurement(s) left out")
@@ -271,21 +307,46 @@ def _judge(
         v.error = "; ".join(notes)[:1000]
         return
     # the tuning trial's clocks matter only when absolute times are compared
-    against = k.results + ([stored] if stored is not None and not (with_ref and tuned) else [])
+    against = k.results + ([stored] if stored is not None and not with_ref else [])
     band = regression.band_split(against)
-    if band:
+    reference = base.ratios if with_ref else base.samples
+    if band or reference is None:
         v.status = regression.INCONCLUSIVE
-        v.error = "; ".join([*notes, band])[:1000]
+        # no distribution to compare with (a best stored without paired re-timings): tonight's rounds
+        # are the baseline of the next runs, never a verdict against one stored sample
+        why = (
+            band
+            or f"{BASELINE_NOTE}: no earlier baseline of 3 or more rounds; later runs are judged against this one"
+        )
+        v.error = "; ".join([why, *notes] if not band else [*notes, band])[:1000]
         return
-    if with_ref and tuned:
-        verdict = regression.judge(
-            k.ratios, base_ratios or tuned, threshold=spec.threshold, alpha=spec.alpha, previous=previous
-        )
-    else:
-        verdict = regression.judge(
-            k.samples, absolute, threshold=spec.threshold, alpha=spec.alpha, previous=previous
-        )
-        v.baseline_s = verdict.baseline_s
+    verdict, note = _verdict(k, base, with_ref, spec)
     v.status, v.ratio, v.p_value = verdict.status, verdict.ratio, verdict.p_value
-    if notes:
-        v.error = "; ".join(notes)[:1000]
+    if not with_ref:
+        v.baseline_s = verdict.baseline_s
+    if notes or note:
+        v.error = "; ".join([*notes, *([note] if note else [])])[:1000]
+
+
+def _verdict(k: _Kept, base: Baseline, with_ref: bool, spec: VerifySpec) -> tuple[regression.Verdict, str]:
+    """The verdict and a note. With a reference, a change is called only where both lines of evidence
+    agree: the ratio best/reference (a machine slower tonight slows both: no call) AND the best's own time
+    (a reference that moved alone, as a CPU's Python-heavy default does under load, moves the ratio but
+    not the best: no call). A real slowdown of the best shows in both."""
+    judge = partial(regression.judge, threshold=spec.threshold, alpha=spec.alpha, previous=base.previous)
+    if not with_ref:
+        assert base.samples is not None
+        return judge(k.samples, base.samples), ""
+    assert base.ratios is not None
+    by_ratio = judge(k.ratios, base.ratios)
+    if by_ratio.status == regression.OK or base.samples is None:
+        return by_ratio, ""
+    own = judge(k.samples, base.samples)
+    both_slower = own.status in regression.REGRESSED and by_ratio.status in regression.REGRESSED
+    if own.status == by_ratio.status or both_slower:
+        return by_ratio, ""
+    note = (
+        f"ratio to the reference {by_ratio.ratio:.3f}x but the best's own time {own.ratio:.3f}x of its "
+        f"baseline ({own.status}): the reference moved, not the best"
+    )
+    return replace(by_ratio, status=regression.OK), note

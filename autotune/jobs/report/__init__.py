@@ -17,7 +17,7 @@ from autotune.files import write_text
 if TYPE_CHECKING:
     from autotune.store import Store
 
-__all__ = ["parse_since", "write_report"]
+__all__ = ["parse_since", "write_report", "written"]
 
 
 def parse_since(text: str) -> datetime:
@@ -72,6 +72,19 @@ def write_report(
         path = out / name
         paths.append(write_text(path, text))
     return paths
+
+
+def written(files: list[Path]) -> str:
+    """The reports written, and the plotly.js file report.html loads from beside it (a folder copied
+    without it shows no charts): what the "wrote" line names."""
+    from autotune.jobs.report.html import plotly_js_name
+
+    names = ", ".join(str(f) for f in files)
+    if not files:
+        return names
+    js = files[0].parent / plotly_js_name()
+    size = f", {js.stat().st_size / 1e6:.1f} MB" if js.is_file() else ""
+    return f"{names} (report.html loads {js}{size}: keep it beside the report)"
 
 
 def _write_plotly_js(out: Path, name: str) -> Path:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.engine.faults import label
 from autotune.records import KeyState
+from autotune.stats import Ratio, paired_ratio
 from autotune.trial import KIND_SEARCH, TrialStatus, config_hash
 
 if TYPE_CHECKING:
@@ -78,9 +79,13 @@ def _shape(
         "shape": shape_key,
         "device": device,
         "best_s": current["best_s"],
+        "best_samples": current["best_samples"],
+        "best_interval_s": current["best_interval_s"],
         "best_config": current["best_config"],
         "default_s": current["default_s"],
         "speedup_default": current["speedup_default"],
+        "speedup_interval": current["speedup_interval"],
+        "speedup_pairs": current["speedup_pairs"],
         "speedup_from": current["speedup_from"],
         # the kernel's own reference (e.g. cuBLASLt) is not timed by the engine yet
         "speedup_reference": None,
@@ -91,6 +96,16 @@ def _shape(
         "versions": versions,
         "verifications": ver,
     }
+
+
+def _speedup(s: KeyState, default_s: float | None) -> Ratio | None:
+    """The tuning-time speed-up: the best row's paired ratio with its interval, else (rows stored before
+    pairs existed) the two medians' ratio, without an interval."""
+    if s.best_speedup is not None:
+        return Ratio(s.best_speedup, s.best_speedup_low, s.best_speedup_high, s.best_pairs or 0)
+    if default_s and s.best_time_s:
+        return Ratio(default_s / s.best_time_s, None, None, 0)
+    return None
 
 
 def _version(store: StoreReader, s: KeyState, vs: list[Any]) -> dict[str, Any]:
@@ -104,14 +119,15 @@ def _version(store: StoreReader, s: KeyState, vs: list[Any]) -> dict[str, Any]:
         default_s = statistics.median(
             t.time_s for t in measured if t.timed and config_hash(t.config) == default and t.time_s
         )
-    speedup = (default_s / s.best_time_s) if default_s and s.best_time_s else None
+    speedup = _speedup(s, default_s)
     speedup_from = "tuning" if speedup else None
     # the speedup the report shows beside a verdict comes from the same run as the verdict: the last
-    # verification's best and reference, timed interleaved (never a stale best against a fresh default)
+    # verification's best and reference, timed interleaved (never a stale best against a fresh default),
+    # their ratio over the paired rounds with its interval
     last = next((v for v in reversed(vs) if v.reference_s and v.samples_s), None)
-    if last is not None:
+    if last is not None and len(last.reference_s) == len(last.samples_s):
         default_s = statistics.median(last.reference_s)
-        speedup = default_s / statistics.median(last.samples_s)
+        speedup = paired_ratio(last.reference_s, last.samples_s)
         speedup_from = f"verification {last.run_id}"
     return {
         "key_id": s.key_id,
@@ -119,12 +135,17 @@ def _version(store: StoreReader, s: KeyState, vs: list[Any]) -> dict[str, Any]:
         "environment": f"torch {s.torch}, triton {s.triton}, driver {s.driver}",
         "source": s.source_hash[:8],
         "best_s": s.best_time_s,
+        "best_samples": s.best_samples,
+        "best_interval_s": [s.best_ci_low_s, s.best_ci_high_s] if s.best_ci_low_s is not None else None,
         "best_config": s.best_config,
         "default_s": default_s,
-        "speedup_default": speedup,
+        "speedup_default": speedup.value if speedup else None,
+        "speedup_interval": [speedup.low, speedup.high] if speedup and speedup.low is not None else None,
+        "speedup_pairs": speedup.pairs if speedup else None,
         "speedup_from": speedup_from,
         "trials": s.trials,
-        "counts": s.counts,
+        # the searches' own evaluations by status (the finalists' re-timings are not new configs)
+        "counts": dict(Counter(t.status.value for t in trials)),
         "failures": dict(sorted(Counter(label(t) for t in trials if t.status is not TrialStatus.OK).items())),
         "history": [
             {"i": i, "time_s": t.time_s if t.timed else None, "status": t.status.value}

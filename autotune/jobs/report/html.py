@@ -1,6 +1,7 @@
 """The report as HTML: plotly figures (plotly.js from the shared ``plotly-<version>.min.js`` beside it, or
 inlined; never the network), the Markdown's tables beside them. Per shape: the best time over versions and
-nightly verifications, the speedup over the default config, the optimization history of the last search
+nightly verifications, the speedup over the default config, the optimization history of every search of
+the current version
 (log time axis: one slow outlier does not squash the rest), failures by status (one colour per status in
 every report). Every panel names its axes."""
 
@@ -10,7 +11,7 @@ import html
 import json
 from typing import Any
 
-from autotune.jobs.report.markdown import evaluated, skipped_requests
+from autotune.jobs.report.markdown import best_text, evaluated, skipped_requests, speedup_text
 from autotune.trial import TrialStatus, fmt_config, fmt_time
 
 #: one colour per trial status, the same in every report: a bar's colour never changes meaning
@@ -28,7 +29,7 @@ _AXES = (
     ("version or nightly run (UTC)", "time (ms)"),
     ("version (environment, source)", "speedup (x)"),
     ("trial", "time (ms, log scale)"),
-    ("status", "trials"),
+    ("status", "configs"),
 )
 
 _STYLE = """
@@ -51,9 +52,9 @@ def _shape_figure(s: dict[str, Any]) -> Any:
         cols=4,
         subplot_titles=(
             "best time (ms) over versions and runs",
-            "speedup over the default config",
-            "optimization history, last search (ms)",
-            "trials by status, last search",
+            "speedup over the default config (95 % interval)",
+            "optimization history, every search of the current version (ms)",
+            "configs by status, every search of the current version",
         ),
         horizontal_spacing=0.07,
     )
@@ -74,6 +75,9 @@ def _shape_figure(s: dict[str, Any]) -> Any:
     fig.update_xaxes(type="category", categoryorder="category ascending", row=1, col=1)
     fig.update_xaxes(showticklabels=False, row=1, col=2)
     fig.update_yaxes(type="log", row=1, col=3)
+    # times, speed-ups and counts are positive: their axes start at 0 (a single point got a negative axis)
+    for col in (1, 2, 4):
+        fig.update_yaxes(rangemode="tozero", row=1, col=col)
     return fig
 
 
@@ -120,13 +124,26 @@ def _speedup_traces(vs: list[dict[str, Any]]) -> list[Any]:
         go.Bar(
             x=[f"{v['environment']} ({v['source']})" for v in vs],
             y=[v["speedup_default"] or 0 for v in vs],
+            error_y=_error_bars(vs),
             name="speedup over default",
         )
     ]
 
 
+def _error_bars(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Asymmetric error bars from each row's ``speedup_interval`` (none where a row has no interval)."""
+    up, down = [], []
+    for r in rows:
+        value, interval = r.get("speedup_default"), r.get("speedup_interval")
+        ok = value is not None and interval and interval[0] is not None and interval[1] is not None
+        up.append(interval[1] - value if ok else 0.0)
+        down.append(value - interval[0] if ok else 0.0)
+    return {"type": "data", "symmetric": False, "array": up, "arrayminus": down, "visible": True}
+
+
 def _history_traces(hist: list[dict[str, Any]]) -> list[Any]:
-    """Each trial of the last search, and the best so far."""
+    """Each search evaluation of the version (every run, in order; re-timings left out), and the best so
+    far."""
     import plotly.graph_objects as go
 
     best, best_so_far = None, []
@@ -168,16 +185,18 @@ def _summary_figure(doc: dict[str, Any]) -> Any:
         go.Bar(
             x=[f"{s['kernel']} {s['shape']}" for s in shapes],
             y=[s["speedup_default"] or 0 for s in shapes],
+            error_y=_error_bars(shapes),
             name="speedup over default",
         )
     )
     fig.update_layout(
-        title="best config's speedup over the default config, per shape",
+        title="best config's speedup over the default config, per shape (95 % interval)",
         height=380,
         template="plotly_white",
         margin={"l": 60, "r": 10, "t": 80, "b": 120},
         xaxis_title="kernel and shape",
-        yaxis_title="speedup over the default (x)",
+        yaxis_title="speedup over the default (x), 95 % interval",
+        yaxis_rangemode="tozero",
     )
     return fig
 
@@ -298,15 +317,16 @@ def _best_section(shapes: list[dict[str, Any]]) -> list[str]:
                 s["kernel"],
                 s["shape"],
                 s["device"],
-                fmt_time(s["best_s"]),
+                best_text(s),
                 fmt_config(s["best_config"]),
                 fmt_time(s["default_s"]),
-                f"{s['speedup_default']:.2f}x" if s["speedup_default"] else "-",
+                speedup_text(s),
                 ver,
                 s["environment"],
             ]
         )
-    headers = ["kernel", "shape", "device", "best", "config", "default", "speedup vs default"]
+    headers = ["kernel", "shape", "device", "best (median [95 % interval], samples)", "config", "default"]
+    headers += ["speedup vs default [95 % interval]"]
     headers += ["last verification", "environment"]
     return ["<h2>Best configs</h2>", _table(headers, rows)]
 

@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from autotune.trial import fmt_config, fmt_time
+from autotune.stats import Ratio
+from autotune.trial import fmt_config, fmt_time, fmt_time_interval
 
 
 def _x(v: float | None, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}x"
+
+
+def best_text(s: Mapping[str, Any]) -> str:
+    """A best's median with its 95 % interval and sample count: a best on 1 sample never looks as solid
+    as one on 30."""
+    interval = s.get("best_interval_s") or (None, None)
+    text = fmt_time_interval(s.get("best_s"), *interval)
+    n = s.get("best_samples")
+    return (
+        text if s.get("best_s") is None else f"{text}, n={n or 1}" + (" (one sample)" if (n or 1) < 2 else "")
+    )
+
+
+def speedup_text(s: Mapping[str, Any]) -> str:
+    """The speed-up over the default with its interval; one across 1 is said to be no clear difference."""
+    value = s.get("speedup_default")
+    if value is None:
+        return "-"
+    low, high = s.get("speedup_interval") or (None, None)
+    pairs = s.get("speedup_pairs") or 0
+    return Ratio(value, low, high, pairs).text() if pairs else f"{value:.2f}x (unpaired)"
 
 
 #: what a value from the database may not carry into the Markdown as markup. Raw HTML (``<img onerror=..>``,
@@ -123,7 +146,7 @@ def _best_section(shapes: list[dict[str, Any]]) -> list[str]:
         "",
         "## Best configs",
         "",
-        "| kernel | shape | device | best | config | default | speedup vs default | last verification | environment |",
+        "| kernel | shape | device | best (median [95 % interval], samples) | config | default | speedup vs default [95 % interval] | last verification | environment |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in shapes:
@@ -132,8 +155,8 @@ def _best_section(shapes: list[dict[str, Any]]) -> list[str]:
         if v and v.get("clocks"):
             ver += f", {_cell(v['clocks'])}"
         lines.append(
-            f"| {_cell(s['kernel'])} | {_cell(s['shape'])} | {_cell(s['device'])} | {fmt_time(s['best_s'])} | "
-            f"{_cell(fmt_config(s['best_config']))} | {fmt_time(s['default_s'])} | {_x(s['speedup_default'])} | {ver} | {_cell(s['environment'])} |"
+            f"| {_cell(s['kernel'])} | {_cell(s['shape'])} | {_cell(s['device'])} | {_cell(best_text(s))} | "
+            f"{_cell(fmt_config(s['best_config']))} | {fmt_time(s['default_s'])} | {_cell(speedup_text(s))} | {ver} | {_cell(s['environment'])} |"
         )
     return lines
 
