@@ -197,3 +197,47 @@ def test_a_refusing_command_writes_nothing(tmp_path, command):
     assert "0001" in proc.stderr and "autotune db upgrade" in proc.stderr, proc.stderr
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before, "a refusing command changed the database"
     assert sorted(p.name for p in folder.iterdir()) == ["old.db"]
+
+
+def _chattr(flag: str, *paths: Path) -> bool:
+    """``chattr flag paths``; False where the filesystem or the user cannot set attributes."""
+    done = subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root (CI runs as root)")
+@pytest.mark.parametrize("immutable", ["db", "shm", "folder"])
+def test_an_immutable_sqlite_database_is_refused_with_what_to_do(tmp_path, immutable):
+    """Issue 45: an immutable database (``chattr +i``) was opened read-only behind the writer's back, its
+    ``-shm`` index mapped read-only: a file changed under the mapping ends the process by SIGBUS with no
+    line. A writer now refuses it before SQLite opens anything, naming the file and the fix."""
+    from autotune.errors import StoreError
+
+    db = tmp_path / "i.db"
+    with Store(f"sqlite:///{db}") as s:
+        s.schema.upgrade()
+        ensure(s)
+    (tmp_path / "i.db-shm").touch()
+    target = {"db": db, "shm": tmp_path / "i.db-shm", "folder": tmp_path}[immutable]
+    if not _chattr("+i", target):
+        pytest.skip("this filesystem does not take chattr +i")
+    try:
+        with Store(f"sqlite:///{db}") as s, pytest.raises(StoreError) as caught:
+            ensure(s, shape={"M": 64, "N": 64, "K": 64})
+        message = str(caught.value)
+        assert str(target) in message and "chattr -i" in message, message
+        assert "\n" not in message
+    finally:
+        _chattr("-i", target)
+
+
+def test_a_fatal_signal_in_the_cli_says_so_on_stderr(tmp_path):
+    """Issue 45: a SIGBUS (a mapped database file truncated under the process) ended ``autotune`` with
+    nothing on stderr; the fault handler now names the signal and the stack."""
+    code = (
+        "import os, signal, sys; sys.argv = ['autotune', 'show', '--help']; from autotune.cli import main; "
+    )
+    code += "import autotune.cli as c; c.app = lambda: os.kill(os.getpid(), signal.SIGBUS); main()"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "Bus error" in done.stderr, done.stderr
