@@ -59,17 +59,15 @@ def check_sqlite_writable(path: str) -> None:
     ``-shm`` immutable (``chattr +i``), read-only or on a read-only mount, or a directory where SQLite
     cannot create them. SQLite would fall back to reading, mapping the ``-shm`` index read-only; a file
     mapped read-only and then truncated or replaced under the process ends it by SIGBUS, with no line
-    said (issue 45). Checked before SQLite opens (and maps) anything."""
+    said (issue 45). Checked before SQLite opens (and maps) anything, by ``access`` (which sees ``+i`` and
+    read-only mounts even for root), never by opening: closing another descriptor of the database file
+    drops every POSIX lock this process holds on it (SQLite's documented pitfall: disk I/O errors)."""
     for p in (path, f"{path}-wal", f"{path}-shm"):
-        try:
-            os.close(os.open(p, os.O_RDWR))
-        except FileNotFoundError:
-            continue
-        except OSError as e:
+        if os.path.exists(p) and not os.access(p, os.W_OK):
             raise StoreError(
-                f"SQLite database file {p} cannot be written ({e.strerror}): make it writable "
-                "(chattr -i, chmod u+w, or a read-write mount) and run again"
-            ) from None
+                f"SQLite database file {p} cannot be written (immutable, read-only or on a read-only "
+                "mount): make it writable (chattr -i, chmod u+w, or a read-write mount) and run again"
+            )
     folder = os.path.dirname(os.path.abspath(path))
     if not os.access(folder, os.W_OK):
         raise StoreError(
