@@ -197,3 +197,110 @@ def test_a_refusing_command_writes_nothing(tmp_path, command):
     assert "0001" in proc.stderr and "autotune db upgrade" in proc.stderr, proc.stderr
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before, "a refusing command changed the database"
     assert sorted(p.name for p in folder.iterdir()) == ["old.db"]
+
+
+def _chattr(flag: str, *paths: Path) -> bool:
+    """``chattr flag paths``; False where the filesystem or the user cannot set attributes."""
+    done = subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root (CI runs as root)")
+@pytest.mark.parametrize("immutable", ["db", "shm", "folder"])
+def test_an_immutable_sqlite_database_is_refused_with_what_to_do(tmp_path, immutable):
+    """Issue 45: an immutable database (``chattr +i``) was opened read-only behind the writer's back, its
+    ``-shm`` index mapped read-only: a file changed under the mapping ends the process by SIGBUS with no
+    line. A writer now refuses it before SQLite opens anything, naming the file and the fix."""
+    from autotune.errors import StoreError
+
+    db = tmp_path / "i.db"
+    with Store(f"sqlite:///{db}") as s:
+        s.schema.upgrade()
+        ensure(s)
+    (tmp_path / "i.db-shm").touch()
+    target = {"db": db, "shm": tmp_path / "i.db-shm", "folder": tmp_path}[immutable]
+    if not _chattr("+i", target):
+        pytest.skip("this filesystem does not take chattr +i")
+    try:
+        with Store(f"sqlite:///{db}") as s, pytest.raises(StoreError) as caught:
+            ensure(s, shape={"M": 64, "N": 64, "K": 64})
+        message = str(caught.value)
+        assert str(target) in message and "chattr -i" in message, message
+        assert "\n" not in message
+    finally:
+        _chattr("-i", target)
+
+
+def test_a_fatal_signal_in_the_cli_says_so_on_stderr(tmp_path):
+    """Issue 45: a SIGBUS (a mapped database file truncated under the process) ended ``autotune`` with
+    nothing on stderr; the fault handler now names the signal and the stack."""
+    code = (
+        "import os, signal, sys; sys.argv = ['autotune', 'show', '--help']; from autotune.cli import main; "
+    )
+    code += "import autotune.cli as c; c.app = lambda: os.kill(os.getpid(), signal.SIGBUS); main()"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "Bus error" in done.stderr, done.stderr
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 4 MB tmpfs (root only: CI runs as root): a disk that fills."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs (root only): {done.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _fill(path: Path) -> None:
+    """Write ``path`` until the filesystem is full."""
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+def test_a_search_failed_by_a_full_disk_stores_no_config_twice_when_searched_again(small_fs):
+    """Issue 45: after a disk-full a service's search failed (``database or disk is full``), its request was
+    taken again and 2 configs were stored twice: the long-lived tuner's pipeline still held the failed
+    search's candidates, whose outcomes the next search stored beside its own measurements of them."""
+    from autotune.engine import SimulatedBackend
+    from autotune.errors import DatabaseUnreachableError
+    from autotune.settings import SearchSettings
+    from autotune.space import Space
+    from autotune.trial import TrialResult
+    from autotune.tuning.tuner import Tuner
+    from tests.test_engine import SPACE, sim_info, synthetic
+
+    filler = small_fs / "filler"
+    calls = []
+
+    def answer(config, shape) -> TrialResult:
+        calls.append(config)
+        if len(calls) == 3:  # the disk fills while candidates are still queued
+            _fill(filler)
+        time.sleep(0.05)
+        return synthetic(config, shape)
+
+    backend = SimulatedBackend(sim_info(Space.from_dict(SPACE), {"A": 1, "B": 1, "C": "x"}), answer)
+    settings = SearchSettings(
+        devices="sim:0", strategy="exhaustive", trials=12, compile_workers=0, retime_top=0, seed=1
+    )
+    store = Store(f"sqlite:///{small_fs / 'a.db'}")
+    store.schema.upgrade()
+    tuner = Tuner("sim", store, settings, backend=backend, long_lived=True)
+    with tuner:
+        tuner.start()
+        with pytest.raises(DatabaseUnreachableError, match="disk is full"):
+            tuner.search_shape({"N": 8})
+        filler.unlink()
+        tuner.search_shape({"N": 8})  # `autotune serve` takes the handed-back request again
+    assert store.trials.duplicate_measurements() == 0
+    store.close()

@@ -6,6 +6,7 @@ Holds no logic a library user would also need: it parses, calls the library, and
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import sys
 from typing import Annotated, Any
@@ -101,6 +102,9 @@ def _check_environment() -> None:
 
 
 def main() -> None:
+    # A fatal signal (SIGBUS from a mapped file truncated under the process, SIGSEGV) ended the process
+    # with no line said (issue 45): Python's fault handler names the signal and the stack on stderr.
+    faulthandler.enable()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         _check_environment()

@@ -54,6 +54,29 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+def check_sqlite_writable(path: str) -> None:
+    """Refuse, with what to do, a SQLite database that a writer cannot write: the file, its ``-wal`` or
+    ``-shm`` immutable (``chattr +i``), read-only or on a read-only mount, or a directory where SQLite
+    cannot create them. SQLite would fall back to reading, mapping the ``-shm`` index read-only; a file
+    mapped read-only and then truncated or replaced under the process ends it by SIGBUS, with no line
+    said (issue 45). Checked before SQLite opens (and maps) anything, by ``access`` (which sees ``+i`` and
+    read-only mounts even for root), never by opening: closing another descriptor of the database file
+    drops every POSIX lock this process holds on it (SQLite's documented pitfall: disk I/O errors)."""
+    for p in (path, f"{path}-wal", f"{path}-shm"):
+        if os.path.exists(p) and not os.access(p, os.W_OK):
+            raise StoreError(
+                f"SQLite database file {p} cannot be written (immutable, read-only or on a read-only "
+                "mount): make it writable (chattr -i, chmod u+w, or a read-write mount) and run again"
+            )
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.access(folder, os.W_OK):
+        raise StoreError(
+            f"directory {folder} of SQLite database {path} cannot be written: SQLite creates its -wal "
+            "and -shm files beside the database; make the directory writable (chattr -i, chmod u+w) "
+            "and run again"
+        )
+
+
 #: seconds between two measurements of a Postgres server's clock offset (``Database.now``)
 CLOCK_CHECK_S = 60.0
 
@@ -165,7 +188,8 @@ class Database:
         @event.listens_for(engine, "do_connect")
         def _make_parent_dir(dialect: Any, conn_rec: Any, cargs: Any, cparams: Any) -> None:
             if path and not readonly:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                check_sqlite_writable(path)
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, conn_rec: Any) -> None:

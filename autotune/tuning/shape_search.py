@@ -320,7 +320,11 @@ class ShapeSearch:
                     self.retime()
         except BaseException:
             failed = True
-            # Interrupted or failed: hand unfinished claims back at once (others need not wait for the lease).
+            # Interrupted or failed: hand unfinished claims back at once (others need not wait for the lease),
+            # and evaluate nothing more of this search that is still queued (a long-lived tuner's pipeline
+            # serves the next one, which discards whatever of this one still comes out: ``_ours``).
+            self.pipeline.drop_pending()
+            self.pipeline.accept()
             try:
                 self.store.claims.release(self.owner)
             except Exception:
@@ -531,6 +535,14 @@ class ShapeSearch:
         self.cut = True
         self._hand_back(self.pipeline.drop_pending())
 
+    def _ours(self, out: Outcome) -> bool:
+        """Whether ``out`` answers a candidate of this search still in flight. A long-lived tuner's pipeline
+        (``autotune serve``) outlives a failed search: the outcomes of the candidates it left in flight
+        came out in the next search, which stored them beside its own measurement of the same configs
+        (after a disk-full, 2 configs stored twice: issue 45). One of those per (config, shape) is kept."""
+        mine = self.in_flight.get(out.candidate.config_hash)
+        return mine is not None and mine.shape == out.candidate.shape
+
     def _hand_back(self, cands: list[Candidate]) -> None:
         if not cands:
             return
@@ -542,6 +554,7 @@ class ShapeSearch:
         self.store.claims.release(self.owner, [c.config_hash for c in cands])
 
     def _store_outcomes(self, outs: list[Outcome], writer: StudySink) -> None:
+        outs = [o for o in outs if self._ours(o)]
         dropped = [o.candidate for o in outs if o.dropped]
         if dropped:
             self._hand_back(dropped)
