@@ -424,17 +424,9 @@ def launcher(compiled: Callable[..., Any], args: tuple[Any, ...], name: str) -> 
     """A call of ``compiled`` on ``args``; on a CPU wrapped in a profiler range named ``name``, so the bench
     times it by name as it times the device kernel on a GPU."""
 
+    from autotune.kernel.triton import named_on_cpu
+
     def run() -> Any:
         return compiled(*args)
 
-    on_cpu = all(getattr(getattr(a, "device", None), "type", "cpu") == "cpu" for a in args)
-    if not on_cpu:
-        return run
-    import torch
-
-    def run_named() -> Any:
-        # The interpreter launches no device kernel: a named range lets bench_kineto time it by name.
-        with torch.profiler.record_function(name):
-            return run()
-
-    return run_named
+    return named_on_cpu(run, name, args)

@@ -45,6 +45,21 @@ from autotune.shapes import Shape
 from autotune.space.triton import config_dict, config_key, listed_configs, space_from_configs
 
 
+def named_on_cpu(run: Callable[[], Any], name: str, values: Iterable[Any]) -> Callable[[], Any]:
+    """``run`` itself where any of ``values`` lives on a device; where all are on the CPU (Triton's
+    interpreter, which launches no device kernel), ``run`` inside a profiler range named ``name``, so that
+    ``bench_kineto`` times it by the kernel's name there too."""
+    if any(getattr(getattr(a, "device", None), "type", "cpu") != "cpu" for a in values):
+        return run
+    import torch
+
+    def run_named() -> Any:
+        with torch.profiler.record_function(name):
+            return run()
+
+    return run_named
+
+
 def jit_function(fn: Any) -> Any:
     """The ``@triton.jit`` function under decorators (``@autotune``, ``@triton.autotune``,
     ``@triton.heuristics``): each of them keeps the function it wraps in ``.fn``."""
@@ -206,8 +221,6 @@ class TritonKernel(Kernel):
         pos, kwargs, grid, meta = self._launch_args(config, inputs, out)
         kernel = self.fn[grid]
         hook = getattr(self._listed.get(config_key(config)), "pre_hook", None)
-        on_cpu = not any(getattr(getattr(a, "device", None), "type", "cpu") != "cpu" for a in meta.values())
-        name = self.kernel_names[0]
 
         def run() -> Any:
             if hook is not None:
@@ -215,16 +228,7 @@ class TritonKernel(Kernel):
             kernel(*pos, **kwargs)
             return out
 
-        if not on_cpu:
-            return run
-        import torch
-
-        def run_named() -> Any:
-            # The interpreter launches no device kernel: a named range lets bench_kineto time it by name.
-            with torch.profiler.record_function(name):
-                return run()
-
-        return run_named
+        return named_on_cpu(run, self.kernel_names[0], meta.values())
 
     def reference(self, inputs: Any) -> Any:
         return self._reference(inputs)
