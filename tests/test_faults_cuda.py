@@ -225,13 +225,14 @@ def test_before_the_shape_has_a_time_a_hang_costs_the_first_run_bound(sqlite_url
 
     # the default (MODE=slow) is not listed: nothing has a time when the hang runs, first of the list
     configs = tmp_path / "configs.json"
-    configs.write_text(json.dumps([{"MODE": "hang_run"}, {"MODE": "ok"}]))
+    # the hang alone: a second config timed before it (a loaded machine reorders the pipeline) would give the
+    # shape a time, and the hang the full --run-timeout, which is right but not this test's case
+    configs.write_text(json.dumps([{"MODE": "hang_run"}]))
     args = ["search", FAULTY, "--device", "cpu", "--db", sqlite_url, "--configs", str(configs)]
     args += ["--compile-workers", "0", "--num-tests", "2", "--retime-top", "0", "--run-timeout", "20"]
     env = {"AUTOTUNE_FIRST_RUN_TIMEOUT": "2", "AUTOTUNE_FLUSH_BYTES": str(1 << 20)}
     autotune(*args, env=env)
     by_mode = {c["MODE"]: (st, err) for c, st, err, _, _ in _rows(sqlite_url)}
-    assert by_mode["ok"][0] == "ok"
     status, error = by_mode["hang_run"]
     # stopped at the first bound (plus the bench's small flush allowance), not the 20 s --run-timeout; a
     # hang that never returned is not retried
