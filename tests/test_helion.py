@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from interpreted.runner import HERE, ROOT, case_names, check, run_cases
+from interpreted.runner import HERE, ROOT, case_names, check, interpreted_autotune, run_cases
 
 pytestmark = [
     pytest.mark.triton,
@@ -39,16 +37,7 @@ def test_helion(results: dict, name: str) -> None:
 
 
 def autotune(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    env.pop("AUTOTUNE_DB", None)
-    return subprocess.run(
-        [sys.executable, "-m", "autotune", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=900,
-    )
+    return interpreted_autotune(*args, timeout=900)
 
 
 @pytest.mark.parametrize(("path", "shape"), [(RMS, "M=32,N=64"), (MATMUL, "M=32,N=32,K=64")])

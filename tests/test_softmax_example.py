@@ -7,13 +7,11 @@ interpreter: `check` and a real `search` into SQLite, then `best` reads a listed
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from interpreted.runner import HERE, ROOT, case_names, check, run_cases
+from interpreted.runner import HERE, ROOT, case_names, check, interpreted_autotune, run_cases
 
 pytestmark = pytest.mark.triton
 
@@ -32,16 +30,7 @@ def test_softmax(results: dict, name: str) -> None:
 
 
 def autotune(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    env.pop("AUTOTUNE_DB", None)
-    return subprocess.run(
-        [sys.executable, "-m", "autotune", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=600,
-    )
+    return interpreted_autotune(*args, timeout=600)
 
 
 def test_cli_check_passes() -> None:

@@ -76,3 +76,18 @@ def check(results: dict[str, list[tuple[str, str]]], name: str) -> None:
     assert not failed, "\n".join(failed)
     if all(outcome.startswith("skipped") for _, outcome in runs):
         pytest.skip(runs[0][1])
+
+
+def interpreted_autotune(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """``python -m autotune ARGS`` from the repository root under TRITON_INTERPRET=1, with the caller's
+    AUTOTUNE_DB left out (each test names its own database)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env.pop("AUTOTUNE_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
